@@ -1,0 +1,79 @@
+#include "cli.h"
+
+#include <cstdio>
+#include <iostream>
+
+#include "kvq/core/logging.h"
+#include "kvq/layouts/layout_factory.h"
+
+namespace kvq::app {
+namespace {
+
+int exit_status_for(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::invalid_argument:
+    case ErrorCode::out_of_range:
+    case ErrorCode::not_found:
+    case ErrorCode::unavailable: return kExitUsage;
+    default: return kExitRuntime;
+  }
+}
+
+Config check_layout(Config cfg) {
+  try {
+    (void)make_layout(cfg.cache);
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    cfg.fail_at(e.key().empty() ? "cache" : e.key(), e.what());
+  }
+  return cfg;
+}
+
+}  // namespace
+
+int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << app.get_name() << ": " << e.what() << " (try --help)\n";
+    return kExitUsage;
+  }
+  if (!runner) {
+    std::cerr << app.get_name() << ": no command given (try --help)\n";
+    return kExitUsage;
+  }
+  try {
+    return runner();
+  } catch (const Error& e) {
+    std::cerr << app.get_name() << ": " << e.what() << "\n";
+    return exit_status_for(e.code());
+  } catch (const std::exception& e) {
+    std::cerr << app.get_name() << ": internal error: " << e.what() << "\n";
+    return kExitRuntime;
+  }
+}
+
+Config load_checked_config(const std::filesystem::path& file) {
+  if (!std::filesystem::exists(file)) {
+    throw Error(ErrorCode::not_found, file.string() + ": no such config file");
+  }
+  return check_layout(load_config(file));
+}
+
+Config parse_checked_config(std::string_view yaml, const std::string& source) {
+  return check_layout(parse_config(yaml, source));
+}
+
+Config& apply_logging(Config& cfg) {
+  set_log_level(cfg.log.level);
+  return cfg;
+}
+
+}  // namespace kvq::app

@@ -1,0 +1,61 @@
+#pragma once
+// The write and read interfaces backends implement. Plugin-facing: every virtual is noexcept and
+// reports failure as a Status (nothing is thrown across a plugin boundary).
+#include <cstdint>
+
+#include "kvq/core/page_layout.h"
+#include "kvq/core/status.h"
+#include "kvq/core/tensor_view.h"
+
+namespace kvq {
+
+// Inputs of one write (shared/design/nvfp4-format.md):
+struct WriteArgs {
+  TensorView key;           // [num_tokens, num_kv_heads, head_size] bf16 | f16 | f32, any strides
+  TensorView value;         // [num_tokens, num_kv_heads, head_size] same dtype as key
+  TensorView slot_mapping;  // [num_tokens] i64 | i32; slot = block * block_size + offset; < 0 = pad
+  TensorView cache;         // [num_blocks, page_bytes] u8, contiguous
+  float k_scale = 1.0f;     // dequantization scales, > 0 and finite ...
+  float v_scale = 1.0f;
+  const float* k_scale_ptr = nullptr;  // ... or, when set, one f32 each on the writer's device
+  const float* v_scale_ptr = nullptr;  //     (read by the kernel: a write can sit in a CUDA graph)
+  void* stream = nullptr;              // cudaStream_t for CUDA backends; ignored by CPU backends
+};
+
+class BOOST_SYMBOL_VISIBLE KVCacheWriter {
+ public:
+  virtual ~KVCacheWriter() = default;
+
+  // Validates everything, then writes. On any error nothing has been written (for device-side
+  // slot values, see out_of_range_slots()).
+  virtual Status write(const WriteArgs& args) noexcept = 0;
+
+  virtual const PageLayout& layout() const noexcept = 0;
+  virtual Device device() const noexcept = 0;
+
+  // Slots >= num_blocks * block_size that writes skipped since the last call (GPU backends count
+  // them on the device, because checking on the host would need a sync). Synchronizes with the
+  // writes issued so far; resets the count. CPU backends reject such slots up front: always 0.
+  virtual Status take_out_of_range_slots(int64_t* count) noexcept = 0;
+};
+
+struct ReadArgs {
+  TensorView cache;         // [num_blocks, page_bytes] u8
+  TensorView slot_mapping;  // [num_tokens] i64 | i32; negative slots give zeros
+  TensorView key;           // out: [num_tokens, num_kv_heads, head_size] f32
+  TensorView value;         // out: [num_tokens, num_kv_heads, head_size] f32
+  float k_scale = 1.0f;
+  float v_scale = 1.0f;
+  void* stream = nullptr;
+};
+
+// Dequantizes the K and V rows of the given slots back to f32.
+class BOOST_SYMBOL_VISIBLE KVCacheReader {
+ public:
+  virtual ~KVCacheReader() = default;
+  virtual Status read(const ReadArgs& args) noexcept = 0;
+  virtual const PageLayout& layout() const noexcept = 0;
+  virtual Device device() const noexcept = 0;
+};
+
+}  // namespace kvq

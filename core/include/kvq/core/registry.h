@@ -1,0 +1,76 @@
+#pragma once
+// Finds, loads and selects backend plugins (Boost.DLL). Search order: the config's plugin_paths,
+// then KVQ_PLUGIN_PATH (colon separated), then lib/kvq/plugins next to the running executable.
+// A library is loaded once per process and never unloaded (unloading one that registered CUDA
+// kernels crashes); writers and readers it made hold a reference to it anyway.
+#include <filesystem>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kvq/core/export.h"
+#include "kvq/core/plugin_abi.h"
+
+namespace kvq {
+
+struct PluginInfo {
+  std::string name;
+  std::string version;
+  std::filesystem::path file;
+  std::string formats;
+  std::string layouts;
+  bool available = false;
+  int32_t score = 0;
+  std::string reason;  // probe's reason: why unavailable, or what it will use
+};
+
+// A file that was found but could not be used, and why ("no kvq_backend_entry symbol", ...).
+struct PluginFailure {
+  std::filesystem::path file;
+  std::string reason;
+};
+
+class LoadedPlugin;  // a library kept alive, with its descriptor
+
+// A chosen backend: makes writers and readers that keep its library alive.
+class KVQ_API Backend {
+ public:
+  const PluginInfo& info() const;
+  std::shared_ptr<KVCacheWriter> make_writer(const BackendOptions& options) const;  // throws
+  std::shared_ptr<KVCacheReader> make_reader(const BackendOptions& options) const;  // throws
+
+ private:
+  friend class Registry;
+  explicit Backend(std::shared_ptr<const LoadedPlugin> plugin);
+  std::shared_ptr<const LoadedPlugin> plugin_;
+};
+
+class KVQ_API Registry {
+ public:
+  // Folders to search for a config's plugin_paths (relative ones are taken relative to base_dir,
+  // the config file's folder), in order, then KVQ_PLUGIN_PATH, then the installed folder.
+  static std::vector<std::filesystem::path> search_path(
+      const std::vector<std::string>& plugin_paths, const std::filesystem::path& base_dir = {});
+
+  // lib/kvq/plugins relative to the running executable (bin/../lib/kvq/plugins).
+  static std::filesystem::path installed_plugin_dir();
+
+  // Loads every libkvq_*.so in the folders (and files named directly). Failures are recorded, not
+  // thrown; loading the same file twice (also through another path) is a no-op.
+  void scan(const std::vector<std::filesystem::path>& folders_or_files);
+
+  const std::vector<PluginInfo>& plugins() const { return infos_; }
+  const std::vector<PluginFailure>& failures() const { return failures_; }
+
+  // "auto": the available plugin with the highest probe score (logs the choice at info level,
+  // and says so when a higher-scored one was unavailable). Otherwise by name; throws kvq::Error
+  // (not_found listing what was found, or unavailable with the probe's reason).
+  Backend select(const std::string& name) const;
+
+ private:
+  std::vector<std::shared_ptr<const LoadedPlugin>> loaded_;
+  std::vector<PluginInfo> infos_;
+  std::vector<PluginFailure> failures_;
+};
+
+}  // namespace kvq

@@ -1,0 +1,73 @@
+#pragma once
+// A non-owning strided view of a tensor in host or device memory: what every writer and reader
+// takes. Strides are in elements (like PyTorch and DLPack), not bytes.
+#include <dlpack/dlpack.h>  // DLTensor (libdlpack-dev)
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "kvq/core/dtype.h"
+#include "kvq/core/export.h"
+
+namespace kvq {
+
+enum class DeviceType : int32_t { cpu = 0, cuda = 1 };
+
+struct Device {
+  DeviceType type = DeviceType::cpu;
+  int32_t index = 0;  // CUDA ordinal; 0 for the CPU
+
+  static constexpr Device cpu() { return {}; }
+  static constexpr Device cuda(int32_t i) { return {DeviceType::cuda, i}; }
+  bool is_cuda() const { return type == DeviceType::cuda; }
+  friend bool operator==(const Device&, const Device&) = default;
+};
+
+// "cpu" or "cuda:N".
+KVQ_API std::string to_string(Device d);
+
+struct TensorView {
+  static constexpr int kMaxDims = 4;
+
+  void* data = nullptr;
+  DType dtype = DType::f32;
+  int32_t ndim = 0;
+  std::array<int64_t, kMaxDims> shape{};
+  std::array<int64_t, kMaxDims> strides{};  // in elements
+  Device device{};
+
+  int64_t numel() const {
+    int64_t n = 1;
+    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    return n;
+  }
+  int64_t size(int i) const { return shape[i]; }
+  int64_t stride(int i) const { return strides[i]; }
+  bool is_contiguous() const {
+    int64_t expect = 1;
+    for (int i = ndim - 1; i >= 0; --i) {
+      if (shape[i] != 1 && strides[i] != expect) return false;
+      expect *= shape[i];
+    }
+    return true;
+  }
+  template <class T>
+  T* ptr() const {
+    return static_cast<T*>(data);
+  }
+  // "[4, 8, 128] bf16 cuda:0"
+  KVQ_API std::string describe() const;
+};
+
+// A contiguous view of `data` with the given shape.
+KVQ_API TensorView make_view(void* data, DType dtype, std::initializer_list<int64_t> shape,
+                             Device device = Device::cpu());
+
+// From DLPack (v0.6+): maps kDLBfloat16, kDLFloat 16/32, kDLUInt 8, kDLInt 32/64 with one lane
+// and devices kDLCPU / kDLCUDA (and kDLCUDAHost as cpu). NULL strides mean compact row-major. Any
+// other dtype, device, lane count or more than kMaxDims dimensions throws kvq::Error naming it.
+// byte_offset is folded into `data`.
+KVQ_API TensorView from_dlpack(const DLTensor& t);
+
+}  // namespace kvq

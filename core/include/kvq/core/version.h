@@ -1,0 +1,5 @@
+#pragma once
+#define KVQ_VERSION_MAJOR 0
+#define KVQ_VERSION_MINOR 1
+#define KVQ_VERSION_PATCH 0
+#define KVQ_VERSION_STRING "0.1.0"

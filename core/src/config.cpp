@@ -1,0 +1,304 @@
+#include "kvq/core/config.h"
+
+#include <fmt/format.h>
+#include <yaml-cpp/yaml.h>
+
+#include <cctype>
+#include <charconv>
+#include <cmath>
+#include <fstream>
+#include <initializer_list>
+#include <limits>
+#include <sstream>
+
+#include "kvq/core/logging.h"
+
+namespace kvq {
+
+ConfigError::ConfigError(const std::string& source, Mark mark, const std::string& key,
+                         const std::string& message)
+    : Error(ErrorCode::invalid_argument,
+            fmt::format("{}:{}:{}: {}{}", source, mark.line, mark.column,
+                        key.empty() ? "" : key + ": ", message),
+            key),
+      source_(source),
+      mark_(mark) {}
+
+void Config::fail_at(const std::string& key, const std::string& message) const {
+  std::string k = key;
+  while (!k.empty()) {
+    if (auto it = marks.find(k); it != marks.end())
+      throw ConfigError(source, it->second, key, message);
+    auto dot = k.rfind('.');
+    k = dot == std::string::npos ? std::string() : k.substr(0, dot);
+  }
+  throw ConfigError(source, Mark{1, 1}, key, message);
+}
+
+std::filesystem::path Config::base_dir() const {
+  if (source.empty() || source.front() == '<') return std::filesystem::current_path();
+  return std::filesystem::absolute(std::filesystem::path(source)).parent_path();
+}
+
+std::optional<Device> parse_device(std::string_view word) {
+  if (word == "cpu") return Device::cpu();
+  if (word.starts_with("cuda:")) {
+    auto digits = word.substr(5);
+    int32_t index = 0;
+    auto [end, ec] = std::from_chars(digits.data(), digits.data() + digits.size(), index);
+    if (ec == std::errc() && end == digits.data() + digits.size() && !digits.empty() &&
+        index >= 0) {
+      return Device::cuda(index);
+    }
+  }
+  return std::nullopt;
+}
+
+namespace {
+
+Mark mark_of(const YAML::Node& n) {
+  const YAML::Mark m = n.Mark();
+  if (m.is_null()) return {1, 1};
+  return {m.line + 1, m.column + 1};
+}
+
+std::string found(const YAML::Node& n) {
+  switch (n.Type()) {
+    case YAML::NodeType::Null: return "nothing";
+    case YAML::NodeType::Scalar: return fmt::format("'{}'", n.Scalar());
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Undefined: return "nothing";
+  }
+  return "?";
+}
+
+// Walks the YAML tree, filling a Config and recording where every value was.
+class Parser {
+ public:
+  explicit Parser(Config& cfg) : cfg_(cfg) {}
+
+  void parse_root(const YAML::Node& root) {
+    if (!root.IsDefined() || root.IsNull())
+      fail(root, "", "the config is empty: expected a mapping with a 'cache:' section");
+    expect_map(root, "");
+    only_keys(root, "", {"backend", "plugin_paths", "device", "threads", "cache", "log", "demo"});
+    if (auto n = root["backend"]) cfg_.backend = name_word(n, "backend");
+    if (auto n = root["plugin_paths"]) cfg_.plugin_paths = string_list(n, "plugin_paths");
+    if (auto n = root["device"]) {
+      cfg_.device = scalar(n, "device", "auto, cpu or cuda:N");
+      if (cfg_.device != "auto" && !parse_device(cfg_.device)) {
+        fail(n, "device", fmt::format("expected auto, cpu or cuda:N, found {}", found(n)));
+      }
+    }
+    if (auto n = root["threads"]) {
+      cfg_.threads = static_cast<int32_t>(integer(n, "threads", 0, 4096));
+    }
+    auto cache = root["cache"];
+    if (!cache) fail(root, "cache", "missing required section 'cache'");
+    parse_cache(cache);
+    if (auto n = root["log"]) parse_log(n);
+    if (auto n = root["demo"]) parse_demo(n);
+  }
+
+ private:
+  void parse_cache(const YAML::Node& n) {
+    expect_map(n, "cache");
+    only_keys(n, "cache",
+              {"format", "num_blocks", "block_size", "num_kv_heads", "head_size", "layout",
+               "k_scale", "v_scale"});
+    CacheSpec& c = cfg_.cache;
+    c.format = name_word(required(n, "cache", "format"), "cache.format");
+    constexpr int64_t kMax = int64_t{1} << 40;
+    c.num_blocks = integer(required(n, "cache", "num_blocks"), "cache.num_blocks", 1, kMax);
+    c.block_size = integer(required(n, "cache", "block_size"), "cache.block_size", 1, 1 << 20);
+    c.num_kv_heads =
+        integer(required(n, "cache", "num_kv_heads"), "cache.num_kv_heads", 1, 1 << 16);
+    c.head_size = integer(required(n, "cache", "head_size"), "cache.head_size", 1, 1 << 16);
+    if (auto l = n["layout"]) {
+      expect_map(l, "cache.layout");
+      only_keys(l, "cache.layout", {"order", "k_scales", "v_scales"});
+      if (auto o = l["order"]) {
+        c.layout.order = scalar(o, "cache.layout.order", "HND or NHD");
+        if (c.layout.order != "HND" && c.layout.order != "NHD") {
+          fail(o, "cache.layout.order", fmt::format("expected HND or NHD, found {}", found(o)));
+        }
+      }
+      if (auto s = l["k_scales"]) c.layout.k_scales = name_word(s, "cache.layout.k_scales");
+      if (auto s = l["v_scales"]) c.layout.v_scales = name_word(s, "cache.layout.v_scales");
+    }
+    if (auto s = n["k_scale"]) c.k_scale = positive_float(s, "cache.k_scale");
+    if (auto s = n["v_scale"]) c.v_scale = positive_float(s, "cache.v_scale");
+  }
+
+  void parse_log(const YAML::Node& n) {
+    expect_map(n, "log");
+    only_keys(n, "log", {"level"});
+    if (auto l = n["level"]) {
+      cfg_.log.level = scalar(l, "log.level", "a log level");
+      if (!is_log_level(cfg_.log.level)) {
+        fail(l, "log.level",
+             fmt::format("expected trace, debug, info, warn, error or off, found {}", found(l)));
+      }
+    }
+  }
+
+  void parse_demo(const YAML::Node& n) {
+    expect_map(n, "demo");
+    only_keys(n, "demo",
+              {"sequences", "max_batch", "prompt_tokens", "decode_tokens",
+               "query_heads_per_kv_head", "seed"});
+    DemoSpec d;
+    if (auto v = n["sequences"]) d.sequences = integer(v, "demo.sequences", 1, 1 << 20);
+    if (auto v = n["max_batch"]) d.max_batch = integer(v, "demo.max_batch", 1, 1 << 16);
+    if (auto v = n["prompt_tokens"]) d.prompt_tokens = range(v, "demo.prompt_tokens", 1);
+    if (auto v = n["decode_tokens"]) d.decode_tokens = range(v, "demo.decode_tokens", 0);
+    if (auto v = n["query_heads_per_kv_head"]) {
+      d.query_heads_per_kv_head = integer(v, "demo.query_heads_per_kv_head", 1, 1024);
+    }
+    if (auto v = n["seed"])
+      d.seed =
+          static_cast<uint64_t>(integer(v, "demo.seed", 0, std::numeric_limits<int64_t>::max()));
+    cfg_.demo = d;
+  }
+
+  // ---- typed scalars ---------------------------------------------------------------------------
+  [[noreturn]] void fail(const YAML::Node& n, const std::string& key, const std::string& msg) {
+    throw ConfigError(cfg_.source, mark_of(n), key, msg);
+  }
+
+  void record(const YAML::Node& n, const std::string& key) { cfg_.marks[key] = mark_of(n); }
+
+  void expect_map(const YAML::Node& n, const std::string& key) {
+    record(n, key.empty() ? "<root>" : key);
+    if (!n.IsMap()) fail(n, key, fmt::format("expected a mapping, found {}", found(n)));
+  }
+
+  void only_keys(const YAML::Node& n, const std::string& prefix,
+                 std::initializer_list<std::string_view> allowed) {
+    for (auto it = n.begin(); it != n.end(); ++it) {
+      const std::string name = it->first.Scalar();
+      bool ok = false;
+      for (auto a : allowed) ok = ok || a == name;
+      if (!ok) {
+        std::string list;
+        for (auto a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
+        fail(it->first, prefix.empty() ? name : prefix + "." + name,
+             fmt::format("unknown key '{}'{}: expected one of {}", name,
+                         prefix.empty() ? "" : " in '" + prefix + "'", list));
+      }
+    }
+  }
+
+  YAML::Node required(const YAML::Node& parent, const std::string& prefix, const char* name) {
+    auto n = parent[name];
+    if (!n) fail(parent, prefix + "." + name, fmt::format("missing required key '{}'", name));
+    return n;
+  }
+
+  std::string scalar(const YAML::Node& n, const std::string& key, const char* what) {
+    record(n, key);
+    if (!n.IsScalar()) fail(n, key, fmt::format("expected {}, found {}", what, found(n)));
+    return n.Scalar();
+  }
+
+  // A plugin/format/arrangement name: letters, digits, '_' and '-'.
+  std::string name_word(const YAML::Node& n, const std::string& key) {
+    std::string s = scalar(n, key, "a name");
+    bool ok = !s.empty();
+    for (char ch : s)
+      ok = ok && (std::isalnum(static_cast<unsigned char>(ch)) || ch == '_' || ch == '-');
+    if (!ok)
+      fail(n, key, fmt::format("expected a name (letters, digits, '_', '-'), found {}", found(n)));
+    return s;
+  }
+
+  int64_t integer(const YAML::Node& n, const std::string& key, int64_t lo, int64_t hi) {
+    const std::string what = lo == 1 ? "a positive integer" : "a non-negative integer";
+    std::string s = scalar(n, key, what.c_str());
+    int64_t v = 0;
+    auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+    if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
+      fail(n, key, fmt::format("expected {}, found {}", what, found(n)));
+    }
+    if (v < lo || v > hi)
+      fail(n, key, fmt::format("expected an integer in [{}, {}], found {}", lo, hi, v));
+    return v;
+  }
+
+  float positive_float(const YAML::Node& n, const std::string& key) {
+    std::string s = scalar(n, key, "a positive number");
+    double v = 0;
+    if (s == ".nan" || s == ".NaN" || s == ".NAN" || s == "nan" || s == "NaN") {
+      v = std::nan("");
+    } else if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" || s == "inf") {
+      v = std::numeric_limits<double>::infinity();
+    } else if (s == "-.inf" || s == "-.Inf" || s == "-.INF" || s == "-inf") {
+      v = -std::numeric_limits<double>::infinity();
+    } else {
+      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+      if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
+        fail(n, key, fmt::format("expected a positive number, found {}", found(n)));
+      }
+    }
+    const auto f = static_cast<float>(v);
+    if (!std::isfinite(f) || !(f > 0.0f)) {
+      fail(n, key, fmt::format("expected a finite number > 0, found {}", s));
+    }
+    return f;
+  }
+
+  std::vector<std::string> string_list(const YAML::Node& n, const std::string& key) {
+    record(n, key);
+    if (!n.IsSequence())
+      fail(n, key, fmt::format("expected a list of folders, found {}", found(n)));
+    std::vector<std::string> out;
+    for (std::size_t i = 0; i < n.size(); ++i) {
+      out.push_back(scalar(n[i], fmt::format("{}[{}]", key, i), "a folder path"));
+    }
+    return out;
+  }
+
+  std::array<int64_t, 2> range(const YAML::Node& n, const std::string& key, int64_t lo) {
+    record(n, key);
+    if (!n.IsSequence() || n.size() != 2) {
+      fail(n, key, fmt::format("expected [min, max], found {}", found(n)));
+    }
+    std::array<int64_t, 2> r{integer(n[0], key + "[0]", lo, 1 << 24),
+                             integer(n[1], key + "[1]", lo, 1 << 24)};
+    if (r[0] > r[1]) fail(n, key, fmt::format("expected min <= max, found [{}, {}]", r[0], r[1]));
+    return r;
+  }
+
+  Config& cfg_;
+};
+
+}  // namespace
+
+Config parse_config(std::string_view yaml, const std::string& source) {
+  Config cfg;
+  cfg.source = source;
+  YAML::Node root;
+  try {
+    root = YAML::Load(std::string(yaml));
+  } catch (const YAML::Exception& e) {
+    Mark m = e.mark.is_null() ? Mark{1, 1} : Mark{e.mark.line + 1, e.mark.column + 1};
+    throw ConfigError(source, m, "", "YAML syntax error: " + e.msg);
+  }
+  Parser(cfg).parse_root(root);
+  return cfg;
+}
+
+Config load_config(const std::filesystem::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  if (!in) {
+    throw Error(ErrorCode::io,
+                fmt::format("{}: cannot open config file ({})", file.string(),
+                            std::filesystem::exists(file) ? "permission denied" : "no such file"));
+  }
+  std::ostringstream text;
+  text << in.rdbuf();
+  return parse_config(text.str(), file.string());
+}
+
+}  // namespace kvq

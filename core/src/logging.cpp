@@ -1,0 +1,57 @@
+#include "kvq/core/logging.h"
+
+#include <spdlog/sinks/stdout_color_sinks.h>
+
+#include <array>
+#include <cstdlib>
+#include <string>
+
+#include "kvq/core/status.h"
+
+namespace kvq {
+namespace {
+
+constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info",   "warn",
+                                                     "error", "off",   "warning"};
+
+spdlog::level::level_enum parse_level(std::string_view word) {
+  if (word == "warning") return spdlog::level::warn;
+  return spdlog::level::from_str(std::string(word));
+}
+
+std::shared_ptr<spdlog::logger> make_logger() {
+  auto log = std::make_shared<spdlog::logger>(
+      "kvq", std::make_shared<spdlog::sinks::stderr_color_sink_mt>());
+  log->set_pattern("[kvq] [%^%l%$] %v");
+  log->set_level(spdlog::level::info);
+  if (const char* env = std::getenv("KVQ_LOG_LEVEL"); env && is_log_level(env)) {
+    log->set_level(parse_level(env));
+  }
+  return log;
+}
+
+}  // namespace
+
+spdlog::logger& logger() {
+  static const std::shared_ptr<spdlog::logger> log = make_logger();
+  return *log;
+}
+
+bool is_log_level(std::string_view level) {
+  for (auto l : kLevels) {
+    if (l == level) return true;
+  }
+  return false;
+}
+
+void set_log_level(std::string_view level) {
+  if (!is_log_level(level)) {
+    throw Error(ErrorCode::invalid_argument,
+                "unknown log level '" + std::string(level) +
+                    "': expected trace, debug, info, warn, error or off");
+  }
+  if (const char* env = std::getenv("KVQ_LOG_LEVEL"); env && is_log_level(env)) level = env;
+  logger().set_level(parse_level(level));
+}
+
+}  // namespace kvq
