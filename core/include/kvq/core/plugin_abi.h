@@ -11,6 +11,7 @@
 // (virtual destructors), and the host keeps your library loaded while they live.
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include "kvq/core/cache_spec.h"
@@ -42,7 +43,8 @@ struct ProbeResult {
 // Options the host hands a factory.
 struct BackendOptions {
   CacheSpec cache;
-  Device device = Device::cpu();  // where the writer's tensors live
+  std::optional<Device> device;   // where tensors live; nullopt = the backend's default
+                                  // (cuda_nvfp4: cuda:0). A backend refuses a device it cannot use.
   int32_t threads = 0;            // CPU backends: worker threads, 0 = hardware concurrency
 };
 
