@@ -15,6 +15,7 @@
 #include <string>
 
 #include "kvq/core/cache_spec.h"
+#include "kvq/core/device_runtime.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/status.h"
 #include "kvq/core/tensor_view.h"
@@ -43,9 +44,9 @@ struct ProbeResult {
 // Options the host hands a factory.
 struct BackendOptions {
   CacheSpec cache;
-  std::optional<Device> device;   // where tensors live; nullopt = the backend's default
-                                  // (cuda_nvfp4: cuda:0). A backend refuses a device it cannot use.
-  int32_t threads = 0;            // CPU backends: worker threads, 0 = hardware concurrency
+  std::optional<Device> device;  // where tensors live; nullopt = the backend's default
+                                 // (cuda_nvfp4: cuda:0). A backend refuses a device it cannot use.
+  int32_t threads = 0;           // CPU backends: worker threads, 0 = hardware concurrency
 };
 
 struct PluginDescriptor {
@@ -60,6 +61,9 @@ struct PluginDescriptor {
   // On success *out owns a new object (destroy with delete: the destructor is virtual).
   Status (*create_writer)(const BackendOptions& options, KVCacheWriter** out) noexcept;
   Status (*create_reader)(const BackendOptions& options, KVCacheReader** out) noexcept;
+  // Memory, copies and timing for the device options.device resolves to. nullptr for backends
+  // that work on host memory (the host then uses kvq::host_runtime()).
+  Status (*create_runtime)(const BackendOptions& options, DeviceRuntime** out) noexcept;
 };
 
 using PluginEntryFn = const PluginDescriptor*();

@@ -38,6 +38,8 @@ class KVQ_API Backend {
   const PluginInfo& info() const;
   std::shared_ptr<KVCacheWriter> make_writer(const BackendOptions& options) const;  // throws
   std::shared_ptr<KVCacheReader> make_reader(const BackendOptions& options) const;  // throws
+  // The backend's runtime, or a non-owning pointer to host_runtime() when it has none.
+  std::shared_ptr<DeviceRuntime> make_runtime(const BackendOptions& options) const;  // throws
 
  private:
   friend class Registry;
