@@ -10,8 +10,8 @@
 namespace kvq::app {
 
 struct OpenedBackend {
-  Registry registry;  // what was found (for messages)
-  Backend backend;    // the chosen one
+  Registry registry;       // what was found (for messages)
+  Backend backend;         // the chosen one
   BackendOptions options;  // cache spec, device and threads from the config
 };
 

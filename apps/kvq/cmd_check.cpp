@@ -1,10 +1,30 @@
-// kvq check CONFIG: validates the whole config (syntax, keys, types, ranges, the layout's
-// geometry rules, and that the chosen backend exists) without writing anything.
+// kvq check CONFIG: validates the whole config without writing anything: syntax, keys, types,
+// ranges, the layout's geometry rules, and that a backend named in it exists.
 #include <iostream>
 
 #include "commands.h"
+#include "kvq/core/registry.h"
+#include "kvq/layouts/layout_factory.h"
 
 namespace kvq::app {
+namespace {
+
+// A backend named in the config must be a plugin that can be found (available or not: a GPU
+// config is valid on a machine without a GPU).
+void check_backend_exists(const Config& cfg) {
+  if (cfg.backend == "auto") return;
+  Registry registry;
+  registry.scan(Registry::search_path(cfg.plugin_paths, cfg.base_dir()));
+  std::string found;
+  for (const auto& p : registry.plugins()) {
+    if (p.name == cfg.backend) return;
+    found += (found.empty() ? "" : ", ") + p.name;
+  }
+  cfg.fail_at("backend", "no backend plugin named '" + cfg.backend +
+                             "' (found: " + (found.empty() ? "none" : found) + ")");
+}
+
+}  // namespace
 
 void add_check_command(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand("check", "Validate a config file without writing anything");
@@ -13,9 +33,12 @@ void add_check_command(CLI::App& app, Runner& run) {
   sub->callback([&run, config] {
     run = [config] {
       Config cfg = load_checked_config(*config);
-      std::cout << *config << ": ok (format " << cfg.cache.format << ", " << cfg.cache.num_blocks
-                << " blocks of " << cfg.cache.block_size << " tokens, " << cfg.cache.num_kv_heads
-                << " KV heads x " << cfg.cache.head_size << ", backend " << cfg.backend << ")\n";
+      check_backend_exists(cfg);
+      auto layout = make_layout(cfg.cache);
+      std::cout << *config << ": ok (" << cfg.cache.format << ", " << cfg.cache.num_blocks
+                << " pages of " << cfg.cache.block_size << " tokens x " << cfg.cache.num_kv_heads
+                << " heads x " << cfg.cache.head_size << ", " << layout->page_bytes()
+                << " bytes/page, backend " << cfg.backend << ")\n";
       return kExitOk;
     };
   });

@@ -56,7 +56,7 @@ std::optional<Device> parse_device(std::string_view word) {
 
 namespace {
 
-Mark mark_of(const YAML::Node& n) {
+Mark raw_mark(const YAML::Node& n) {
   const YAML::Mark m = n.Mark();
   if (m.is_null()) return {1, 1};
   return {m.line + 1, m.column + 1};
@@ -163,6 +163,17 @@ class Parser {
   }
 
   // ---- typed scalars ---------------------------------------------------------------------------
+  // Where a value is. A key with no value ("head_size:") has a null node whose own mark is
+  // wherever the parser stopped, so errors about it point at its key instead.
+  Mark mark_of(const YAML::Node& n) const {
+    if (n.IsNull()) {
+      for (const auto& [node, mark] : null_values_) {
+        if (node.is(n)) return mark;
+      }
+    }
+    return raw_mark(n);
+  }
+
   [[noreturn]] void fail(const YAML::Node& n, const std::string& key, const std::string& msg) {
     throw ConfigError(cfg_.source, mark_of(n), key, msg);
   }
@@ -177,6 +188,7 @@ class Parser {
   void only_keys(const YAML::Node& n, const std::string& prefix,
                  std::initializer_list<std::string_view> allowed) {
     for (auto it = n.begin(); it != n.end(); ++it) {
+      if (it->second.IsNull()) null_values_.emplace_back(it->second, raw_mark(it->first));
       const std::string name = it->first.Scalar();
       bool ok = false;
       for (auto a : allowed) ok = ok || a == name;
@@ -271,6 +283,7 @@ class Parser {
   }
 
   Config& cfg_;
+  std::vector<std::pair<YAML::Node, Mark>> null_values_;
 };
 
 }  // namespace

@@ -1,0 +1,223 @@
+// Config parsing: good files parse into the right structs; every malformed input is refused
+// with a message that names the key and the right FILE:LINE:COL.
+#include "kvq/core/config.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <fstream>
+#include <string>
+
+namespace kvq {
+namespace {
+
+constexpr const char* kGood = R"(backend: auto
+plugin_paths: [plugins, /opt/kvq]
+device: cuda:1
+threads: 2
+cache:
+  format: nvfp4
+  num_blocks: 1024
+  block_size: 16
+  num_kv_heads: 8
+  head_size: 128
+  layout: { order: NHD, k_scales: linear, v_scales: sm100_swizzled }
+  k_scale: 0.5
+  v_scale: 2e-2
+log:
+  level: debug
+demo:
+  sequences: 5
+  max_batch: 2
+  prompt_tokens: [10, 20]
+  decode_tokens: [0, 8]
+  query_heads_per_kv_head: 8
+  seed: 7
+)";
+
+TEST(Config, ParsesEveryKey) {
+  Config c = parse_config(kGood, "good.yaml");
+  EXPECT_EQ(c.backend, "auto");
+  ASSERT_EQ(c.plugin_paths.size(), 2u);
+  EXPECT_EQ(c.plugin_paths[1], "/opt/kvq");
+  EXPECT_EQ(c.device, "cuda:1");
+  EXPECT_EQ(c.threads, 2);
+  EXPECT_EQ(c.cache.format, "nvfp4");
+  EXPECT_EQ(c.cache.num_blocks, 1024);
+  EXPECT_EQ(c.cache.block_size, 16);
+  EXPECT_EQ(c.cache.num_kv_heads, 8);
+  EXPECT_EQ(c.cache.head_size, 128);
+  EXPECT_EQ(c.cache.layout.order, "NHD");
+  EXPECT_EQ(c.cache.layout.k_scales, "linear");
+  EXPECT_EQ(c.cache.layout.v_scales, "sm100_swizzled");
+  EXPECT_EQ(c.cache.k_scale, 0.5f);
+  EXPECT_EQ(c.cache.v_scale, 0.02f);
+  EXPECT_EQ(c.log.level, "debug");
+  ASSERT_TRUE(c.demo.has_value());
+  EXPECT_EQ(c.demo->sequences, 5);
+  EXPECT_EQ(c.demo->max_batch, 2);
+  EXPECT_EQ(c.demo->prompt_tokens[1], 20);
+  EXPECT_EQ(c.demo->decode_tokens[0], 0);
+  EXPECT_EQ(c.demo->query_heads_per_kv_head, 8);
+  EXPECT_EQ(c.demo->seed, 7u);
+  EXPECT_EQ(c.marks.at("cache.head_size").line, 10);
+  EXPECT_EQ(c.marks.at("cache.head_size").column, 14);
+}
+
+TEST(Config, DefaultsForOptionalKeys) {
+  Config c = parse_config(
+      "cache: {format: nvfp4, num_blocks: 4, block_size: 16, num_kv_heads: 1, head_size: 64}\n");
+  EXPECT_EQ(c.backend, "auto");
+  EXPECT_EQ(c.device, "auto");
+  EXPECT_EQ(c.threads, 0);
+  EXPECT_EQ(c.cache.layout.order, "HND");
+  EXPECT_EQ(c.cache.layout.k_scales, "linear");
+  EXPECT_EQ(c.cache.layout.v_scales, "sm100_swizzled");
+  EXPECT_EQ(c.cache.k_scale, 1.0f);
+  EXPECT_FALSE(c.demo.has_value());
+}
+
+TEST(Config, LoadsFileAndNamesIt) {
+  const auto path = std::filesystem::temp_directory_path() / "kvq_config_test_bad.yaml";
+  std::ofstream(path) << "cache:\n  format: nvfp4\n  num_blocks: -3\n";
+  try {
+    load_config(path);
+    FAIL() << "expected an error";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()), path.string() +
+                                         ":3:15: cache.num_blocks: expected an integer in [1, "
+                                         "1099511627776], found -3");
+  }
+  std::filesystem::remove(path);
+}
+
+TEST(Config, MissingFileIsIoError) {
+  try {
+    load_config("/nonexistent/kvq.yaml");
+    FAIL();
+  } catch (const ConfigError&) {
+    FAIL() << "not a config error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io);
+    EXPECT_NE(std::string(e.what()).find("/nonexistent/kvq.yaml: cannot open config file"),
+              std::string::npos);
+  }
+}
+
+struct Malformed {
+  const char* name;
+  std::string yaml;
+  int line;
+  int column;
+  std::string message;  // expected to appear in what()
+};
+
+const std::string kCacheHead = "cache:\n  format: nvfp4\n";
+const std::string kGeometry =
+    "  num_blocks: 8\n  block_size: 16\n  num_kv_heads: 2\n  head_size: 64\n";
+
+std::vector<Malformed> malformed_cases() {
+  return {
+      {"syntax_unclosed_flow", "cache: {format: nvfp4, num_blocks: 4\n", 2, 1, "YAML syntax error"},
+      {"syntax_bad_indent", "cache:\n  format: nvfp4\n num_blocks: 4\n", 3, 2, "YAML syntax error"},
+      {"empty", "", 1, 1, "the config is empty"},
+      {"root_not_map", "- a\n- b\n", 1, 1, "expected a mapping, found a list"},
+      {"unknown_top_key", "backnd: auto\n" + kCacheHead + kGeometry, 1, 1,
+       "unknown key 'backnd': expected one of backend, plugin_paths"},
+      {"unknown_cache_key", kCacheHead + kGeometry + "  numblocks: 3\n", 7, 3,
+       "cache.numblocks: unknown key 'numblocks' in 'cache'"},
+      {"unknown_layout_key", kCacheHead + kGeometry + "  layout: {order: HND, v_scale: linear}\n",
+       7, 24, "unknown key 'v_scale' in 'cache.layout'"},
+      {"missing_cache", "backend: auto\n", 1, 1, "missing required section 'cache'"},
+      {"missing_head_size", kCacheHead + "  num_blocks: 8\n  block_size: 16\n  num_kv_heads: 2\n",
+       2, 3, "cache.head_size: missing required key 'head_size'"},
+      {"missing_format", "cache:\n" + kGeometry, 2, 3, "missing required key 'format'"},
+      {"negative_size", kCacheHead + "  num_blocks: 8\n  block_size: -16\n  num_kv_heads: 2\n", 4,
+       15, "cache.block_size: expected an integer in [1, 1048576], found -16"},
+      {"zero_heads", kCacheHead + "  num_blocks: 8\n  block_size: 16\n  num_kv_heads: 0\n", 5, 17,
+       "expected an integer in [1, 65536], found 0"},
+      {"wrong_type_string", kCacheHead + "  num_blocks: many\n", 3, 15,
+       "cache.num_blocks: expected a positive integer, found 'many'"},
+      {"wrong_type_float", kCacheHead + "  num_blocks: 1.5\n", 3, 15,
+       "expected a positive integer, found '1.5'"},
+      {"wrong_type_list", kCacheHead + "  num_blocks: [1]\n", 3, 15,
+       "expected a positive integer, found a list"},
+      {"zero_scale", kCacheHead + kGeometry + "  k_scale: 0\n", 7, 12,
+       "cache.k_scale: expected a finite number > 0, found 0"},
+      {"negative_scale", kCacheHead + kGeometry + "  v_scale: -1.0\n", 7, 12,
+       "cache.v_scale: expected a finite number > 0, found -1.0"},
+      {"nan_scale", kCacheHead + kGeometry + "  k_scale: .nan\n", 7, 12,
+       "expected a finite number > 0, found .nan"},
+      {"inf_scale", kCacheHead + kGeometry + "  k_scale: .inf\n", 7, 12,
+       "expected a finite number > 0, found .inf"},
+      {"overflowing_scale", kCacheHead + kGeometry + "  k_scale: 1e39\n", 7, 12,
+       "expected a finite number > 0, found 1e39"},
+      {"unknown_order", kCacheHead + kGeometry + "  layout:\n    order: HDN\n", 8, 12,
+       "cache.layout.order: expected HND or NHD, found 'HDN'"},
+      {"unknown_log_level", kCacheHead + kGeometry + "log: {level: loud}\n", 7, 14,
+       "log.level: expected trace, debug, info, warn, error or off, found 'loud'"},
+      {"bad_device", "device: gpu0\n" + kCacheHead + kGeometry, 1, 9,
+       "device: expected auto, cpu or cuda:N, found 'gpu0'"},
+      {"bad_backend_word", "backend: 'my backend'\n" + kCacheHead + kGeometry, 1, 10,
+       "backend: expected a name (letters, digits, '_', '-'), found 'my backend'"},
+      {"plugin_paths_not_list", "plugin_paths: plugins\n" + kCacheHead + kGeometry, 1, 15,
+       "plugin_paths: expected a list of folders, found 'plugins'"},
+      {"negative_threads", "threads: -1\n" + kCacheHead + kGeometry, 1, 10,
+       "threads: expected an integer in [0, 4096], found -1"},
+      {"demo_unknown_key", kCacheHead + kGeometry + "demo:\n  sequence: 3\n", 8, 3,
+       "demo.sequence: unknown key 'sequence' in 'demo'"},
+      {"demo_bad_range", kCacheHead + kGeometry + "demo:\n  prompt_tokens: [30, 10]\n", 8, 18,
+       "demo.prompt_tokens: expected min <= max, found [30, 10]"},
+      {"demo_range_not_pair", kCacheHead + kGeometry + "demo:\n  decode_tokens: 5\n", 8, 18,
+       "demo.decode_tokens: expected [min, max], found '5'"},
+      {"cache_not_map", "cache: 5\n", 1, 8, "cache: expected a mapping, found '5'"},
+      {"null_value", kCacheHead + "  num_blocks:\n", 3, 3,
+       "expected a positive integer, found nothing"},
+  };
+}
+
+class ConfigMalformed : public testing::TestWithParam<Malformed> {};
+
+TEST_P(ConfigMalformed, NamesLineColumnAndKey) {
+  const Malformed& m = GetParam();
+  try {
+    parse_config(m.yaml, "bad.yaml");
+    FAIL() << m.name << ": parsed without error";
+  } catch (const ConfigError& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find(m.message), std::string::npos) << what;
+    EXPECT_EQ(e.mark().line, m.line) << what;
+    EXPECT_EQ(e.mark().column, m.column) << what;
+    EXPECT_EQ(
+        what.rfind("bad.yaml:" + std::to_string(m.line) + ":" + std::to_string(m.column) + ": ", 0),
+        0u)
+        << what;
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(All, ConfigMalformed, testing::ValuesIn(malformed_cases()),
+                         [](const auto& p) { return std::string(p.param.name); });
+
+TEST(Config, FailAtFindsNearestMarkedParent) {
+  Config c = parse_config(kCacheHead + kGeometry + "  layout:\n    order: HND\n", "x.yaml");
+  try {
+    c.fail_at("cache.layout.v_scales", "unknown arrangement");
+    FAIL();
+  } catch (const ConfigError& e) {
+    // v_scales is absent: the error points at its parent, cache.layout (line 8).
+    EXPECT_EQ(std::string(e.what()), "x.yaml:8:5: cache.layout.v_scales: unknown arrangement");
+  }
+}
+
+TEST(Config, ParseDevice) {
+  EXPECT_EQ(parse_device("cpu"), Device::cpu());
+  EXPECT_EQ(parse_device("cuda:3"), Device::cuda(3));
+  EXPECT_FALSE(parse_device("cuda:"));
+  EXPECT_FALSE(parse_device("cuda:-1"));
+  EXPECT_FALSE(parse_device("cuda:1x"));
+  EXPECT_FALSE(parse_device("auto"));
+}
+
+}  // namespace
+}  // namespace kvq

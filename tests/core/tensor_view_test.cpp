@@ -1,0 +1,113 @@
+// Tensor views and the DLPack conversion: strides, dtype and device mapping, refusals.
+#include "kvq/core/tensor_view.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <string>
+
+#include "kvq/core/status.h"
+
+namespace kvq {
+namespace {
+
+TEST(TensorView, MakeViewIsContiguousRowMajor) {
+  float buf[2 * 3 * 4];
+  TensorView v = make_view(buf, DType::f32, {2, 3, 4});
+  EXPECT_EQ(v.ndim, 3);
+  EXPECT_EQ(v.numel(), 24);
+  EXPECT_EQ(v.stride(0), 12);
+  EXPECT_EQ(v.stride(1), 4);
+  EXPECT_EQ(v.stride(2), 1);
+  EXPECT_TRUE(v.is_contiguous());
+  EXPECT_EQ(v.describe(), "[2, 3, 4] f32 cpu");
+  EXPECT_THROW(make_view(buf, DType::f32, {1, 1, 1, 1, 1}), Error);
+}
+
+TEST(TensorView, FusedQkvSliceIsNotContiguous) {
+  // key = qkv[:, 8:16, :] of a [T, 24, 128] buffer: token stride 24*128, head stride 128.
+  TensorView v = make_view(nullptr, DType::bf16, {4, 8, 128});
+  v.strides = {24 * 128, 128, 1, 0};
+  EXPECT_FALSE(v.is_contiguous());
+}
+
+TEST(TensorView, DtypeNamesAndSizes) {
+  EXPECT_EQ(dtype_size(DType::bf16), 2);
+  EXPECT_EQ(dtype_size(DType::i64), 8);
+  EXPECT_EQ(dtype_name(DType::u8), "u8");
+  EXPECT_EQ(to_string(Device::cuda(2)), "cuda:2");
+}
+
+DLTensor dl(void* data, DLDataType t, int64_t* shape, int ndim, int64_t* strides = nullptr) {
+  DLTensor x{};
+  x.data = data;
+  x.device = {kDLCPU, 0};
+  x.ndim = ndim;
+  x.dtype = t;
+  x.shape = shape;
+  x.strides = strides;
+  x.byte_offset = 0;
+  return x;
+}
+
+TEST(DLPack, MapsEveryDtype) {
+  int64_t shape[1] = {4};
+  struct Case {
+    DLDataType t;
+    DType want;
+  } cases[] = {{{kDLBfloat, 16, 1}, DType::bf16}, {{kDLFloat, 16, 1}, DType::f16},
+               {{kDLFloat, 32, 1}, DType::f32},   {{kDLUInt, 8, 1}, DType::u8},
+               {{kDLInt, 32, 1}, DType::i32},     {{kDLInt, 64, 1}, DType::i64}};
+  for (const auto& c : cases) {
+    EXPECT_EQ(from_dlpack(dl(nullptr, c.t, shape, 1)).dtype, c.want);
+  }
+}
+
+TEST(DLPack, CompactStridesWhenNull) {
+  int64_t shape[3] = {5, 2, 64};
+  TensorView v = from_dlpack(dl(nullptr, {kDLBfloat, 16, 1}, shape, 3));
+  EXPECT_EQ(v.stride(0), 128);
+  EXPECT_EQ(v.stride(1), 64);
+  EXPECT_EQ(v.stride(2), 1);
+}
+
+TEST(DLPack, KeepsGivenStridesDeviceAndOffset) {
+  int64_t shape[3] = {5, 2, 64};
+  int64_t strides[3] = {3 * 2 * 64, 64, 1};
+  alignas(16) char buf[16];
+  DLTensor t = dl(buf, {kDLFloat, 16, 1}, shape, 3, strides);
+  t.device = {kDLCUDA, 3};
+  t.byte_offset = 8;
+  TensorView v = from_dlpack(t);
+  EXPECT_EQ(v.stride(0), 384);
+  EXPECT_EQ(v.device, Device::cuda(3));
+  EXPECT_EQ(v.data, buf + 8);
+  EXPECT_FALSE(v.is_contiguous());
+}
+
+void expect_refused(const DLTensor& t, const std::string& fragment) {
+  try {
+    from_dlpack(t);
+    FAIL() << "accepted; expected '" << fragment << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(fragment), std::string::npos) << e.what();
+  }
+}
+
+TEST(DLPack, RefusesUnsupported) {
+  int64_t shape[5] = {1, 1, 1, 1, 1};
+  expect_refused(dl(nullptr, {kDLFloat, 64, 1}, shape, 1), "(code 2, 64 bits) is not supported");
+  expect_refused(dl(nullptr, {kDLInt, 8, 1}, shape, 1), "(code 0, 8 bits) is not supported");
+  expect_refused(dl(nullptr, {kDLComplex, 64, 1}, shape, 1), "is not supported");
+  expect_refused(dl(nullptr, {kDLFloat, 32, 4}, shape, 1), "4 lanes: expected 1");
+  expect_refused(dl(nullptr, {kDLFloat, 32, 1}, shape, 5), "5 dimensions: expected 0..4");
+  DLTensor metal = dl(nullptr, {kDLFloat, 32, 1}, shape, 1);
+  metal.device = {kDLMetal, 0};
+  expect_refused(metal, "device type 8 is not supported");
+  int64_t negative[1] = {-2};
+  expect_refused(dl(nullptr, {kDLFloat, 32, 1}, negative, 1), "negative size -2 in dimension 0");
+}
+
+}  // namespace
+}  // namespace kvq
