@@ -1,0 +1,300 @@
+#include "kvq/core/registry.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <boost/dll/runtime_symbol_info.hpp>
+#include <cstdlib>
+#include <optional>
+#include <string_view>
+
+#include "kvq/core/logging.h"
+#include "plugin_loader.h"
+
+#ifndef KVQ_INSTALL_LIBDIR
+#define KVQ_INSTALL_LIBDIR "lib"
+#endif
+
+namespace kvq {
+namespace {
+
+namespace fs = std::filesystem;
+
+// libkvq_<name>.so: what a folder scan picks up (other files in plugin folders are ignored).
+bool is_plugin_file_name(const fs::path& file) {
+  const std::string name = file.filename().string();
+  return name.size() > std::string_view("libkvq_.so").size() && name.starts_with("libkvq_") &&
+         name.ends_with(".so");
+}
+
+std::string join_files(const std::vector<fs::path>& files) {
+  std::string out;
+  for (size_t i = 0; i < files.size(); ++i) {
+    if (i > 0) out += i + 1 == files.size() ? " and " : ", ";
+    out += files[i].string();
+  }
+  return out;
+}
+
+}  // namespace
+
+// ---- Backend ------------------------------------------------------------------------------------
+
+Backend::Backend(std::shared_ptr<const LoadedPlugin> plugin) : plugin_(std::move(plugin)) {}
+
+const PluginInfo& Backend::info() const {
+  return plugin_->info;
+}
+
+namespace {
+
+// Calls a factory and wraps what it made in a shared_ptr whose deleter (host code, never
+// unloaded) destroys it through its virtual destructor while holding the plugin: an object
+// keeps its library's code alive for as long as it lives.
+template <class T, class Factory>
+std::shared_ptr<T> make_object(const std::shared_ptr<const LoadedPlugin>& plugin, Factory factory,
+                               const BackendOptions& options, const char* what) {
+  T* raw = nullptr;
+  const Status s = factory(options, &raw);
+  if (!s) {
+    throw Error(s.code(),
+                fmt::format("backend '{}' ({}): cannot create a {}: {}", plugin->info.name,
+                            plugin->info.file.string(), what, s.message()));
+  }
+  if (!raw) {
+    throw Error(ErrorCode::internal,
+                fmt::format("backend '{}' ({}): create_{} reported success but returned no {}",
+                            plugin->info.name, plugin->info.file.string(), what, what));
+  }
+  return std::shared_ptr<T>(raw, [keep = plugin](T* object) { delete object; });
+}
+
+}  // namespace
+
+std::shared_ptr<KVCacheWriter> Backend::make_writer(const BackendOptions& options) const {
+  return make_object<KVCacheWriter>(plugin_, plugin_->descriptor->create_writer, options, "writer");
+}
+
+std::shared_ptr<KVCacheReader> Backend::make_reader(const BackendOptions& options) const {
+  return make_object<KVCacheReader>(plugin_, plugin_->descriptor->create_reader, options, "reader");
+}
+
+std::shared_ptr<DeviceRuntime> Backend::make_runtime(const BackendOptions& options) const {
+  if (!plugin_->descriptor->create_runtime) {
+    // Host memory: core's process-wide runtime, not owned.
+    return std::shared_ptr<DeviceRuntime>(&host_runtime(), [](DeviceRuntime*) {});
+  }
+  return make_object<DeviceRuntime>(plugin_, plugin_->descriptor->create_runtime, options,
+                                    "runtime");
+}
+
+// ---- where plugins are searched -----------------------------------------------------------------
+
+fs::path Registry::installed_plugin_dir() {
+  boost::dll::fs::error_code ec;
+  fs::path exe = boost::dll::program_location(ec);
+  if (ec || exe.empty()) {
+    std::error_code ec2;
+    exe = fs::read_symlink("/proc/self/exe", ec2);
+    if (ec2) return {};
+  }
+  const fs::path prefix = exe.parent_path().parent_path();  // <prefix>/bin/kvq -> <prefix>
+  // The build tree always uses lib/; an install may use another libdir (lib/x86_64-linux-gnu).
+  const fs::path libdir = KVQ_INSTALL_LIBDIR;
+  if (libdir.is_relative() && libdir != "lib") {
+    std::error_code ec3;
+    fs::path installed = (prefix / libdir / "kvq" / "plugins").lexically_normal();
+    if (fs::is_directory(installed, ec3)) return installed;
+  }
+  return (prefix / "lib" / "kvq" / "plugins").lexically_normal();
+}
+
+std::vector<fs::path> Registry::search_path(const std::vector<std::string>& plugin_paths,
+                                            const fs::path& base_dir) {
+  std::vector<fs::path> out;
+  for (const auto& p : plugin_paths) {
+    fs::path path(p);
+    if (path.is_relative() && !base_dir.empty()) path = base_dir / path;
+    out.push_back(path.lexically_normal());
+  }
+  if (const char* env = std::getenv("KVQ_PLUGIN_PATH")) {
+    std::string_view rest(env);
+    while (!rest.empty()) {
+      const size_t colon = rest.find(':');
+      const std::string_view item = rest.substr(0, colon);
+      if (!item.empty()) out.push_back(fs::path(item).lexically_normal());
+      rest = colon == std::string_view::npos ? std::string_view{} : rest.substr(colon + 1);
+    }
+  }
+  // The installed folder is searched only when it exists: a program copied elsewhere on its own
+  // still works with KVQ_PLUGIN_PATH, without a "not found" line for a folder it never had.
+  std::error_code ec;
+  if (fs::path installed = installed_plugin_dir();
+      !installed.empty() && fs::is_directory(installed, ec)) {
+    out.push_back(installed);
+  }
+  return out;
+}
+
+// ---- scan ---------------------------------------------------------------------------------------
+
+void Registry::scan(const std::vector<fs::path>& folders_or_files) {
+  auto load_file = [this](const fs::path& file) {
+    std::error_code ec;
+    const fs::path canonical = fs::canonical(file, ec);
+    if (ec) {
+      failures_.push_back({file, "file not found"});
+      return;
+    }
+    if (std::find(scanned_.begin(), scanned_.end(), canonical) != scanned_.end()) return;
+    scanned_.push_back(canonical);
+
+    detail::LoadResult loaded = detail::load_plugin(file, canonical);
+    if (!loaded.plugin) {
+      KVQ_LOG_DEBUG("plugin file {} not used: {}", file.string(), loaded.failure);
+      failures_.push_back({file, loaded.failure});
+      return;
+    }
+    const std::string& name = loaded.plugin->info.name;
+
+    // A name is a promise that one file answers to it: a second file with the same name makes
+    // the choice ambiguous, so neither is used.
+    auto conflict = std::find_if(conflicts_.begin(), conflicts_.end(),
+                                 [&](const auto& c) { return c.first == name; });
+    if (conflict != conflicts_.end()) {
+      conflict->second.push_back(file);
+      failures_.push_back({file, fmt::format("plugin name '{}' is also used by {}; neither is "
+                                             "used (plugin names must be unique)",
+                                             name, conflict->second.front().string())});
+      return;
+    }
+    auto same = std::find_if(infos_.begin(), infos_.end(),
+                             [&](const PluginInfo& info) { return info.name == name; });
+    if (same != infos_.end()) {
+      const fs::path first = same->file;
+      conflicts_.push_back({name, {first, file}});
+      loaded_.erase(loaded_.begin() + (same - infos_.begin()));
+      infos_.erase(same);
+      failures_.push_back({file, fmt::format("plugin name '{}' is also used by {}; neither is "
+                                             "used (plugin names must be unique)",
+                                             name, first.string())});
+      return;
+    }
+    infos_.push_back(loaded.plugin->info);
+    loaded_.push_back(std::move(loaded.plugin));
+  };
+
+  for (const auto& item : folders_or_files) {
+    searched_.push_back(item);
+    std::error_code ec;
+    const auto status = fs::status(item, ec);
+    if (!fs::exists(status)) {
+      failures_.push_back({item, "file not found"});
+      continue;
+    }
+    if (!fs::is_directory(status)) {
+      load_file(item);
+      continue;
+    }
+    // Sorted, so that what is loaded first (and named first in messages) does not depend on the
+    // order the file system lists a folder in.
+    std::vector<fs::path> files;
+    for (fs::directory_iterator it(item, ec), end; !ec && it != end; it.increment(ec)) {
+      std::error_code type_ec;
+      if (is_plugin_file_name(it->path()) && !it->is_directory(type_ec)) {
+        files.push_back(it->path());
+      }
+    }
+    if (ec) {
+      failures_.push_back({item, "cannot list the folder: " + ec.message()});
+      continue;
+    }
+    std::sort(files.begin(), files.end());
+    for (const auto& file : files) load_file(file);
+  }
+}
+
+// ---- select -------------------------------------------------------------------------------------
+
+namespace {
+
+// "found: reference_cpu, cuda_nvfp4 (unavailable: no CUDA device); not loaded: F (reason)"
+std::string describe_found(const std::vector<PluginInfo>& infos,
+                           const std::vector<PluginFailure>& failures,
+                           const std::vector<fs::path>& searched) {
+  std::string out;
+  if (infos.empty()) {
+    out = "no plugins found";
+  } else {
+    out = "found: ";
+    for (size_t i = 0; i < infos.size(); ++i) {
+      if (i > 0) out += ", ";
+      out += infos[i].name;
+      if (!infos[i].available) out += " (unavailable: " + infos[i].reason + ")";
+    }
+  }
+  if (!failures.empty()) {
+    out += "; not loaded: ";
+    for (size_t i = 0; i < failures.size(); ++i) {
+      if (i > 0) out += "; ";
+      out += failures[i].file.string() + " (" + failures[i].reason + ")";
+    }
+  }
+  out += "; searched: " + (searched.empty() ? std::string("nothing") : join_files(searched));
+  return out;
+}
+
+}  // namespace
+
+Backend Registry::select(const std::string& name) const {
+  for (const auto& [conflicted, files] : conflicts_) {
+    if (conflicted == name) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("backend '{}' is ambiguous: it is provided by both {}; remove all "
+                              "but one from the plugin search path",
+                              name, join_files(files)));
+    }
+  }
+
+  if (name != "auto") {
+    for (size_t i = 0; i < infos_.size(); ++i) {
+      const PluginInfo& info = infos_[i];
+      if (info.name != name) continue;
+      if (!info.available) {
+        throw Error(ErrorCode::unavailable, fmt::format("backend '{}' ({}) is unavailable: {}",
+                                                        name, info.file.string(), info.reason));
+      }
+      KVQ_LOG_DEBUG("backend {} {} from {}: {}", info.name, info.version, info.file.string(),
+                    info.reason);
+      return Backend(loaded_[i]);
+    }
+    throw Error(ErrorCode::not_found, fmt::format("no backend named '{}' ({})", name,
+                                                  describe_found(infos_, failures_, searched_)));
+  }
+
+  // auto: the highest probe score among available plugins; the first found wins a tie.
+  std::optional<size_t> best;
+  for (size_t i = 0; i < infos_.size(); ++i) {
+    if (infos_[i].available && (!best || infos_[i].score > infos_[*best].score)) best = i;
+  }
+  if (!best) {
+    throw Error(ErrorCode::unavailable, fmt::format("backend auto: no available backend ({})",
+                                                    describe_found(infos_, failures_, searched_)));
+  }
+  const PluginInfo& chosen = infos_[*best];
+  // Say why a backend one might expect was passed over ("cuda_nvfp4 unavailable: no CUDA
+  // device"), so a fallback to the CPU is never silent.
+  std::string passed_over;
+  for (const auto& info : infos_) {
+    if (!info.available) passed_over += fmt::format("{} unavailable: {}; ", info.name, info.reason);
+  }
+  for (const auto& [conflicted, files] : conflicts_) {
+    passed_over += fmt::format("{} ignored: provided by both {}; ", conflicted, join_files(files));
+  }
+  KVQ_LOG_INFO("backend auto: {}using {} {} (score {}{}{}) from {}", passed_over, chosen.name,
+               chosen.version, chosen.score, chosen.reason.empty() ? "" : ", ", chosen.reason,
+               chosen.file.string());
+  return Backend(loaded_[*best]);
+}
+
+}  // namespace kvq

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kvq/core/export.h"
@@ -58,7 +59,9 @@ class KVQ_API Registry {
   static std::filesystem::path installed_plugin_dir();
 
   // Loads every libkvq_*.so in the folders (and files named directly). Failures are recorded, not
-  // thrown; loading the same file twice (also through another path) is a no-op.
+  // thrown; loading the same file twice (also through another path) is a no-op. Two files with
+  // the same plugin name: neither is used, one failure names both, and select() of that name is
+  // an error naming both.
   void scan(const std::vector<std::filesystem::path>& folders_or_files);
 
   const std::vector<PluginInfo>& plugins() const { return infos_; }
@@ -73,6 +76,10 @@ class KVQ_API Registry {
   std::vector<std::shared_ptr<const LoadedPlugin>> loaded_;
   std::vector<PluginInfo> infos_;
   std::vector<PluginFailure> failures_;
+  std::vector<std::filesystem::path> scanned_;   // canonical files already tried
+  std::vector<std::filesystem::path> searched_;  // folders and files given to scan(), for messages
+  std::vector<std::pair<std::string, std::vector<std::filesystem::path>>>
+      conflicts_;  // name->files
 };
 
 }  // namespace kvq
