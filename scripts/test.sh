@@ -1,0 +1,15 @@
+#!/usr/bin/env bash
+# Builds kvq from a clean configure and runs the whole test suite (labels unit, plugin, gpu; the
+# gpu tests skip with a message where no CUDA device is present). Warnings are errors, and every
+# C++/CUDA file must be formatted by the root .clang-format. Called by .ci/run.
+#   scripts/test.sh [BUILD_DIR]     (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build=${1:-build}
+jobs=$(nproc)
+
+scripts/install-deps.sh
+scripts/check-format.sh
+cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVQ_WERROR=ON
+cmake --build "$build" -j"$jobs"
+ctest --test-dir "$build" --output-on-failure -j"$jobs"
