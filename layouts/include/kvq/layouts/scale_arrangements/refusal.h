@@ -1,0 +1,12 @@
+#pragma once
+// Why a scale arrangement cannot hold a geometry: the CacheSpec field at fault ("block_size",
+// "head_size") and the rule, or {} when it can.
+namespace kvq {
+
+struct ArrangementRefusal {
+  const char* field = nullptr;  // nullptr: accepted
+  const char* rule = nullptr;
+  constexpr explicit operator bool() const { return field != nullptr; }
+};
+
+}  // namespace kvq
