@@ -100,9 +100,10 @@ Nvfp4PageLayout::Nvfp4PageLayout(const CacheSpec& spec) {
   check_arrangement(v_scales, "V", spec, S);
 
   // side_bytes = H*T*D/2 + H*T*S; offsets stay signed-64-bit so kernels may index with int64.
-  int64_t rows = 0, data_bytes = 0, scale_bytes = 0, page = 0, cache = 0;
+  int64_t rows = 0, data_bytes = 0, scale_bytes = 0, side = 0, page = 0, cache = 0;
   if (!mul_fits(H, T, rows) || !mul_fits(rows, D / 2, data_bytes) ||
-      !mul_fits(rows, S, scale_bytes) || !mul_fits(data_bytes + scale_bytes, 2, page)) {
+      !mul_fits(rows, S, scale_bytes) || !add_fits(data_bytes, scale_bytes, side) ||
+      !mul_fits(side, 2, page)) {
     refuse("cache.block_size",
            fmt::format("one page of block_size {} x num_kv_heads {} x head_size {} needs more "
                        "than 2^63-1 bytes (64-bit offsets)",
@@ -123,7 +124,7 @@ Nvfp4PageLayout::Nvfp4PageLayout(const CacheSpec& spec) {
   desc_.groups = S;
   desc_.page_bytes = static_cast<uint64_t>(page);
   desc_.order = order;
-  const auto side_bytes = static_cast<uint64_t>(data_bytes + scale_bytes);
+  const auto side_bytes = static_cast<uint64_t>(side);
   const ScaleArrangement arrangements[2] = {k_scales, v_scales};
   for (int s = 0; s < 2; ++s) {
     desc_.side[s].data_base = static_cast<uint64_t>(s) * side_bytes;

@@ -1,0 +1,135 @@
+// Geometries and words the NVFP4 layout refuses: each error is invalid_argument, names the config
+// key in Error::key() and the rule (and the value found) in its message.
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "kvq/core/status.h"
+#include "kvq/layouts/layout_factory.h"
+#include "kvq/layouts/nvfp4_page_layout.h"
+
+namespace kvq {
+namespace {
+
+CacheSpec base() {
+  CacheSpec s;
+  s.format = "nvfp4";
+  s.num_blocks = 16;
+  s.block_size = 16;
+  s.num_kv_heads = 8;
+  s.head_size = 128;
+  s.layout = {"HND", "linear", "sm100_swizzled"};
+  return s;
+}
+
+void expect_refused(const CacheSpec& spec, const std::string& key, const std::string& message) {
+  try {
+    (void)make_layout(spec);
+    ADD_FAILURE() << "accepted; expected refusal at " << key << ": " << message;
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_EQ(e.key(), key);
+    EXPECT_EQ(std::string(e.what()), message);
+  }
+}
+
+TEST(PageLayoutValidation, SwizzledScalesNeedHeadSizeMultipleOf64) {
+  CacheSpec s = base();
+  s.head_size = 80;
+  expect_refused(s, "cache.head_size",
+                 "V scales are sm100_swizzled: sm100_swizzled needs head_size % 64 == 0 (groups = "
+                 "head_size/16 a multiple of 4); found head_size 80");
+  s.head_size = 32;
+  expect_refused(s, "cache.head_size",
+                 "V scales are sm100_swizzled: sm100_swizzled needs head_size % 64 == 0 (groups = "
+                 "head_size/16 a multiple of 4); found head_size 32");
+  s.layout = {"NHD", "sm100_swizzled", "linear"};
+  s.head_size = 16;
+  expect_refused(s, "cache.head_size",
+                 "K scales are sm100_swizzled: sm100_swizzled needs head_size % 64 == 0 (groups = "
+                 "head_size/16 a multiple of 4); found head_size 16");
+  s.layout = {"HND", "linear", "linear"};
+  for (int64_t d : {16, 32, 80}) {
+    s.head_size = d;
+    EXPECT_NO_THROW((void)make_layout(s)) << "linear scales take head_size " << d;
+  }
+}
+
+TEST(PageLayoutValidation, SwizzledScalesNeedBlockSizeMultipleOf4) {
+  CacheSpec s = base();
+  s.block_size = 6;
+  expect_refused(s, "cache.block_size",
+                 "V scales are sm100_swizzled: sm100_swizzled needs block_size % 4 == 0 (whole "
+                 "4-token blocks); found block_size 6");
+  s.layout.v_scales = "linear";
+  EXPECT_NO_THROW((void)make_layout(s));
+}
+
+TEST(PageLayoutValidation, HeadSizeMustBeAMultipleOf16) {
+  CacheSpec s = base();
+  s.head_size = 72;
+  s.layout.v_scales = "linear";
+  expect_refused(s, "cache.head_size",
+                 "head_size must be a multiple of 16 (one NVFP4 scale per 16 elements), found 72");
+}
+
+TEST(PageLayoutValidation, UnknownWordsListTheKnownOnes) {
+  CacheSpec s = base();
+  s.layout.v_scales = "swizzled";
+  expect_refused(s, "cache.layout.v_scales",
+                 "unknown scale arrangement 'swizzled': expected one of linear, sm100_swizzled");
+  s = base();
+  s.layout.k_scales = "Linear";
+  expect_refused(s, "cache.layout.k_scales",
+                 "unknown scale arrangement 'Linear': expected one of linear, sm100_swizzled");
+  s = base();
+  s.layout.order = "HDN";
+  expect_refused(s, "cache.layout.order", "unknown order 'HDN': expected one of HND, NHD");
+  s = base();
+  s.format = "fp8";
+  expect_refused(s, "cache.format", "unknown cache format 'fp8': expected one of nvfp4");
+  EXPECT_EQ(known_formats(), std::vector<std::string>{"nvfp4"});
+}
+
+TEST(PageLayoutValidation, SizesMustBePositive) {
+  CacheSpec s = base();
+  s.num_blocks = 0;
+  expect_refused(s, "cache.num_blocks", "num_blocks must be >= 1, found 0");
+  s = base();
+  s.num_kv_heads = -2;
+  expect_refused(s, "cache.num_kv_heads", "num_kv_heads must be >= 1, found -2");
+}
+
+TEST(PageLayoutValidation, CachesBeyond64BitOffsetsAreRefused) {
+  CacheSpec s = base();  // page_bytes 18432 = 2^11 * 9
+  s.num_blocks = int64_t{1} << 50;
+  expect_refused(s, "cache.num_blocks",
+                 "num_blocks 1125899906842624 x page_bytes 18432 exceeds 2^63-1 bytes (64-bit "
+                 "offsets); at most 500399958596721 blocks fit");
+  s.num_blocks = 500399958596721;
+  EXPECT_NO_THROW((void)make_layout(s));
+  s = base();
+  s.num_blocks = 1;
+  s.block_size = int64_t{1} << 30;
+  s.num_kv_heads = int64_t{1} << 30;
+  s.head_size = 1 << 16;
+  s.layout.v_scales = "linear";
+  expect_refused(s, "cache.block_size",
+                 "one page of block_size 1073741824 x num_kv_heads 1073741824 x head_size 65536 "
+                 "needs more than 2^63-1 bytes (64-bit offsets)");
+}
+
+TEST(PageLayoutValidation, TheLayoutClassRefusesOtherFormats) {
+  CacheSpec s = base();
+  s.format = "fp8";
+  try {
+    Nvfp4PageLayout layout(s);
+    FAIL() << "accepted format fp8";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.key(), "cache.format");
+    EXPECT_STREQ(e.what(), "Nvfp4PageLayout needs format 'nvfp4', found 'fp8'");
+  }
+}
+
+}  // namespace
+}  // namespace kvq
