@@ -61,9 +61,12 @@ void check_arrangement(ScaleArrangement a, const char* side, const CacheSpec& sp
   }
 }
 
-// a * b, or nullopt-like false on signed 64-bit overflow.
+// out = a * b (a + b); false on signed 64-bit overflow.
 bool mul_fits(int64_t a, int64_t b, int64_t& out) {
   return !__builtin_mul_overflow(a, b, &out);
+}
+bool add_fits(int64_t a, int64_t b, int64_t& out) {
+  return !__builtin_add_overflow(a, b, &out);
 }
 
 }  // namespace
