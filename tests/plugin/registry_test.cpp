@@ -1,0 +1,274 @@
+// The registry against real fixture plugins (tests/plugin/fixtures): each case breaks one rule of
+// the plugin ABI and must come back as a failure naming the file and the reason.
+#include "kvq/core/registry.h"
+
+#include <gmock/gmock.h>
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <vector>
+
+#include "test_support.h"
+
+namespace kvq {
+namespace {
+
+namespace fs = std::filesystem;
+using test::fixture;
+using test::fixture_dir;
+using ::testing::HasSubstr;
+
+// The one failure recorded for `path` (fails the test when there is not exactly one).
+PluginFailure only_failure(const Registry& r, const fs::path& path) {
+  EXPECT_TRUE(r.plugins().empty()) << "first plugin: " << r.plugins().front().name;
+  EXPECT_EQ(r.failures().size(), 1u);
+  if (r.failures().empty()) return {};
+  EXPECT_EQ(r.failures().front().file, path);
+  return r.failures().front();
+}
+
+Registry scanned(const std::vector<fs::path>& paths) {
+  Registry r;
+  r.scan(paths);
+  return r;
+}
+
+// Expects `fn` to throw kvq::Error with `code`, and returns its message.
+template <class Fn>
+std::string error_of(Fn&& fn, ErrorCode code) {
+  try {
+    fn();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), code) << e.what();
+    return e.what();
+  }
+  ADD_FAILURE() << "no kvq::Error thrown";
+  return {};
+}
+
+TEST(PluginRegistry, GoodFixtureIsListedWithItsDescriptor) {
+  const Registry r = scanned({fixture_dir("good")});
+  ASSERT_TRUE(r.failures().empty()) << r.failures().front().reason;
+  ASSERT_EQ(r.plugins().size(), 1u);
+  const PluginInfo& p = r.plugins().front();
+  EXPECT_EQ(p.name, "fixture_good");
+  EXPECT_EQ(p.version, "9.8.7");
+  EXPECT_EQ(p.formats, "fixture");
+  EXPECT_EQ(p.layouts, "one region");
+  EXPECT_TRUE(p.available);
+  EXPECT_EQ(p.score, 5);
+  EXPECT_EQ(p.reason, "fixture ready");
+  EXPECT_EQ(p.file, fixture("good", "libkvq_fixture_good.so"));
+}
+
+TEST(PluginRegistry, WriterIsMadeAndCalledAndOutlivesTheRegistry) {
+  std::shared_ptr<KVCacheWriter> writer;
+  {
+    Registry r;
+    r.scan({fixture_dir("good")});
+    Backend backend = r.select("fixture_good");
+    BackendOptions options;
+    options.cache.num_blocks = 3;
+    options.cache.num_kv_heads = 1;
+    options.cache.head_size = 16;
+    writer = backend.make_writer(options);
+  }  // Registry and Backend gone; the writer alone holds the plugin now.
+  ASSERT_TRUE(writer);
+  std::vector<uint8_t> cache(3 * 16, 0);
+  WriteArgs args;
+  args.cache = make_view(cache.data(), DType::u8, {3, 16});
+  const Status s = writer->write(args);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(cache, std::vector<uint8_t>(3 * 16, 0xA5));
+  EXPECT_EQ(writer->layout().format(), "fixture");
+  EXPECT_EQ(writer->layout().geometry().num_blocks, 3);
+  int64_t calls = 0;
+  ASSERT_TRUE(writer->take_out_of_range_slots(&calls).is_ok());
+  EXPECT_EQ(calls, 1);  // the fixture reports its call count here
+  writer.reset();       // the virtual destructor runs in the plugin, which is still loaded
+}
+
+TEST(PluginRegistry, RuntimeDefaultsToTheHostsWhenThePluginHasNone) {
+  const Registry r = scanned({fixture_dir("good")});
+  auto runtime = r.select("fixture_good").make_runtime({});
+  ASSERT_TRUE(runtime);
+  EXPECT_EQ(runtime.get(), &host_runtime());
+}
+
+TEST(PluginRegistry, ReaderFactoryErrorNamesThePluginAndItsMessage) {
+  const Registry r = scanned({fixture_dir("good")});
+  const std::string msg =
+      error_of([&] { (void)r.select("fixture_good").make_reader({}); }, ErrorCode::unavailable);
+  EXPECT_EQ(msg, "backend 'fixture_good' (" + fixture("good", "libkvq_fixture_good.so").string() +
+                     "): cannot create a reader: fixture has no reader");
+}
+
+TEST(PluginRegistry, WrongAbiVersionGivesBothNumbers) {
+  const fs::path file = fixture("wrong_abi", "libkvq_fixture_wrong_abi.so");
+  const Registry r = scanned({file});
+  EXPECT_EQ(only_failure(r, file).reason,
+            "plugin ABI 999, host ABI 1 (rebuild the plugin against this kvq)");
+}
+
+TEST(PluginRegistry, FingerprintMismatchShowsBothBuilds) {
+  const fs::path file = fixture("fingerprint", "libkvq_fixture_fingerprint.so");
+  const Registry r = scanned({fixture_dir("fingerprint")});
+  const std::string reason = only_failure(r, file).reason;
+  const BuildFingerprint host = host_build_fingerprint();
+  EXPECT_EQ(reason, std::string("build fingerprint mismatch: plugin built with gcc 1 / ") +
+                        host.cxx_abi + " / kvq " + host.kvq_version + ", host with " +
+                        host.compiler + " / " + host.cxx_abi + " / kvq " + host.kvq_version);
+}
+
+TEST(PluginRegistry, PlainSharedLibraryHasNoEntry) {
+  const fs::path file = fixture("no_entry", "libkvq_no_entry.so");
+  const Registry r = scanned({fixture_dir("no_entry")});
+  EXPECT_EQ(only_failure(r, file).reason,
+            "no kvq_backend_entry symbol: not a kvq plugin (export one with KVQ_DEFINE_BACKEND)");
+}
+
+TEST(PluginRegistry, NullDescriptorIsRejected) {
+  const fs::path file = fixture("entry_null", "libkvq_fixture_entry_null.so");
+  const Registry r = scanned({file});
+  EXPECT_EQ(only_failure(r, file).reason, "kvq_backend_entry returned null");
+}
+
+TEST(PluginRegistry, TextFileIsNotASharedLibrary) {
+  const fs::path file = fixture("garbage", "libkvq_garbage.so");
+  const Registry r = scanned({fixture_dir("garbage")});
+  const std::string reason = only_failure(r, file).reason;
+  EXPECT_THAT(reason, HasSubstr("not a shared library (dlopen: "));
+  EXPECT_THAT(reason, HasSubstr("libkvq_garbage.so"));  // dlerror names the file ...
+  EXPECT_THAT(reason, HasSubstr("ELF header"));         // ... and what is wrong with it
+}
+
+TEST(PluginRegistry, MissingPathIsReportedNotThrown) {
+  const fs::path missing = fixture_dir("good") / "libkvq_does_not_exist.so";
+  const Registry r = scanned({missing, fixture_dir("no_such_case")});
+  ASSERT_EQ(r.failures().size(), 2u);
+  EXPECT_EQ(r.failures()[0].file, missing);
+  EXPECT_EQ(r.failures()[0].reason, "file not found");
+  EXPECT_EQ(r.failures()[1].file, fixture_dir("no_such_case"));
+  EXPECT_EQ(r.failures()[1].reason, "file not found");
+}
+
+TEST(PluginRegistry, ProbeFailureIsALoadFailure) {
+  const fs::path file = fixture("probe_fails", "libkvq_fixture_probe_fails.so");
+  const Registry r = scanned({file});
+  EXPECT_EQ(only_failure(r, file).reason,
+            "plugin 'fixture_probe_fails': probe failed: runtime error: fixture probe exploded");
+}
+
+TEST(PluginRegistry, UnavailablePluginIsListedAndRefusedByName) {
+  const fs::path file = fixture("unavailable", "libkvq_fixture_unavailable.so");
+  const Registry r = scanned({file});
+  ASSERT_EQ(r.plugins().size(), 1u);
+  EXPECT_FALSE(r.plugins().front().available);
+  EXPECT_EQ(r.plugins().front().reason, "no fixture device");
+  const std::string msg =
+      error_of([&] { (void)r.select("fixture_unavailable"); }, ErrorCode::unavailable);
+  EXPECT_EQ(msg, "backend 'fixture_unavailable' (" + file.string() +
+                     ") is unavailable: no fixture device");
+}
+
+TEST(PluginRegistry, FactoryFailureSurfacesAsErrorWithPluginName) {
+  const fs::path file = fixture("factory_fails", "libkvq_fixture_factory_fails.so");
+  const Registry r = scanned({file});
+  const Backend b = r.select("fixture_factory_fails");
+  EXPECT_EQ(error_of([&] { (void)b.make_writer({}); }, ErrorCode::invalid_argument),
+            "backend 'fixture_factory_fails' (" + file.string() +
+                "): cannot create a writer: fixture refuses head_size 0");
+  // Claiming success without an object is a plugin bug the host catches.
+  EXPECT_EQ(error_of([&] { (void)b.make_reader({}); }, ErrorCode::internal),
+            "backend 'fixture_factory_fails' (" + file.string() +
+                "): create_reader reported success but returned no reader");
+}
+
+TEST(PluginRegistry, DuplicateNamesNameBothFilesAndSelectRefuses) {
+  const fs::path a = fixture("duplicate", "libkvq_twin_a.so");
+  const fs::path b = fixture("duplicate", "libkvq_twin_b.so");
+  const Registry r = scanned({fixture_dir("duplicate"), fixture_dir("good")});
+  ASSERT_EQ(r.failures().size(), 1u);
+  EXPECT_EQ(r.failures()[0].file, b);
+  EXPECT_EQ(r.failures()[0].reason, "plugin name 'fixture_twin' is also used by " + a.string() +
+                                        "; neither is used (plugin names must be unique)");
+  ASSERT_EQ(r.plugins().size(), 1u);  // only fixture_good
+  EXPECT_EQ(r.plugins()[0].name, "fixture_good");
+  EXPECT_EQ(error_of([&] { (void)r.select("fixture_twin"); }, ErrorCode::invalid_argument),
+            "backend 'fixture_twin' is ambiguous: it is provided by both " + a.string() + " and " +
+                b.string() + "; remove all but one from the plugin search path");
+}
+
+TEST(PluginRegistry, SameFileThroughAnotherPathLoadsOnce) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvq-registry-link-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  fs::create_symlink(fixture("good", "libkvq_fixture_good.so"), dir / "libkvq_link.so");
+  Registry r;
+  r.scan({fixture_dir("good"), dir, fixture_dir("good") / ".." / "good"});
+  r.scan({fixture_dir("good")});
+  fs::remove_all(dir);
+  EXPECT_TRUE(r.failures().empty()) << r.failures().front().reason;
+  ASSERT_EQ(r.plugins().size(), 1u);
+  EXPECT_EQ(r.plugins()[0].file, fixture("good", "libkvq_fixture_good.so"));
+}
+
+TEST(PluginRegistry, UnknownNameListsWhatWasFoundAndWhatFailed) {
+  const Registry r =
+      scanned({fixture_dir("good"), fixture_dir("unavailable"), fixture_dir("wrong_abi")});
+  const std::string msg = error_of([&] { (void)r.select("nope"); }, ErrorCode::not_found);
+  EXPECT_EQ(msg,
+            "no backend named 'nope' (found: fixture_good, fixture_unavailable "
+            "(unavailable: no fixture device); not loaded: " +
+                fixture("wrong_abi", "libkvq_fixture_wrong_abi.so").string() +
+                " (plugin ABI 999, host ABI 1 (rebuild the plugin against this kvq)); "
+                "searched: " +
+                fixture_dir("good").string() + ", " + fixture_dir("unavailable").string() +
+                " and " + fixture_dir("wrong_abi").string() + ")");
+}
+
+TEST(PluginRegistry, AutoPicksHighestAvailableScoreAndSaysWhyOthersWereSkipped) {
+  // fixture_unavailable scores 1000 but cannot run; fixture_good (5) is chosen.
+  const Registry r = scanned({fixture_dir("unavailable"), fixture_dir("good")});
+  test::LogCapture log;
+  const Backend b = r.select("auto");
+  EXPECT_EQ(b.info().name, "fixture_good");
+  EXPECT_EQ(log.text(),
+            "[info] backend auto: fixture_unavailable unavailable: no fixture device; using "
+            "fixture_good 9.8.7 (score 5, fixture ready) from " +
+                fixture("good", "libkvq_fixture_good.so").string() + "\n");
+}
+
+TEST(PluginRegistry, AutoWithNothingAvailableIsUnavailable) {
+  const Registry r = scanned({fixture_dir("unavailable")});
+  EXPECT_THAT(error_of([&] { (void)r.select("auto"); }, ErrorCode::unavailable),
+              HasSubstr("backend auto: no available backend (found: fixture_unavailable "
+                        "(unavailable: no fixture device)"));
+}
+
+TEST(PluginRegistry, SearchPathOrderIsConfigThenEnvironmentThenInstalled) {
+  ASSERT_EQ(setenv("KVQ_PLUGIN_PATH", "/env/one::relative/two:", 1), 0);
+  const auto path = Registry::search_path({"plugins", "/abs/plugins"}, "/etc/kvq");
+  unsetenv("KVQ_PLUGIN_PATH");
+  std::vector<fs::path> expected{"/etc/kvq/plugins", "/abs/plugins", "/env/one", "relative/two"};
+  // This test binary lives in <build>/bin, so the installed folder is <build>/lib/kvq/plugins
+  // (searched only when it exists, i.e. when some backend has been built).
+  const char* build = std::getenv("KVQ_BUILD_DIR");
+  ASSERT_NE(build, nullptr);
+  const fs::path installed = fs::path(build) / "lib" / "kvq" / "plugins";
+  EXPECT_EQ(Registry::installed_plugin_dir(), installed.lexically_normal());
+  if (fs::is_directory(installed)) expected.push_back(installed.lexically_normal());
+  EXPECT_EQ(path, expected);
+}
+
+TEST(PluginRegistry, HostFingerprintIsThisBuilds) {
+  const BuildFingerprint f = host_build_fingerprint();
+  EXPECT_STREQ(f.kvq_version, KVQ_VERSION_STRING);
+  EXPECT_STREQ(f.compiler, KVQ_COMPILER_ID);
+  EXPECT_STREQ(f.cxx_abi, KVQ_CXX_ABI_ID);
+}
+
+}  // namespace
+}  // namespace kvq
