@@ -1,0 +1,334 @@
+// safetensors reading and writing: exact bytes written, every tensor and metadata read back, and
+// one test per way a file can be malformed, each asserting the message.
+#include "kvq/core/safetensors.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+
+#include "kvq/core/status.h"
+#include "safetensors_test_util.h"
+
+namespace kvq {
+namespace {
+
+using test::expect_invalid;
+using test::file_bytes;
+
+TEST(SafetensorsWrite, ExactBytesOfOneSmallTensor) {
+  uint8_t data[3] = {7, 8, 9};
+  const auto bytes = serialize_safetensors({{"a", make_view(data, DType::u8, {3})}});
+  // nlohmann writes object keys sorted; the header is padded with spaces to a multiple of 8.
+  const std::string header = R"({"a":{"data_offsets":[0,3],"dtype":"U8","shape":[3]}})";
+  ASSERT_EQ(header.size(), 53u);
+  const std::string padded = header + "   ";  // 56 = 7 * 8
+  std::vector<uint8_t> expect = {56, 0, 0, 0, 0, 0, 0, 0};
+  expect.insert(expect.end(), padded.begin(), padded.end());
+  expect.insert(expect.end(), {7, 8, 9});
+  EXPECT_EQ(bytes, expect);
+}
+
+TEST(SafetensorsWrite, MetadataIsWrittenUnderItsKey) {
+  uint8_t data[1] = {1};
+  const auto bytes =
+      serialize_safetensors({{"x", make_view(data, DType::u8, {1})}}, {{"format", "nvfp4"}});
+  const std::string text(bytes.begin() + 8, bytes.end() - 1);
+  EXPECT_NE(text.find(R"("__metadata__":{"format":"nvfp4"})"), std::string::npos) << text;
+}
+
+TEST(SafetensorsRoundTrip, EveryDtypeScalarEmptyAndStridedViews) {
+  std::vector<uint16_t> bf16 = {0x3f80, 0xbf80, 0x0000, 0x7f80, 0x4000, 0x4040};  // [2, 3]
+  std::vector<uint16_t> f16 = {0x3c00, 0xc000};
+  std::vector<float> f32 = {1.5f, -2.25f, 3.0f, 0.0f};
+  std::vector<int32_t> i32 = {-1, 2, 2147483647};
+  std::vector<int64_t> i64 = {-5, INT64_MAX};
+  std::vector<uint8_t> u8 = {0, 255, 17};
+  float scalar = 0.0625f;
+  // A [3, 2] view that is the transpose of a contiguous [2, 3] f32 buffer: must be gathered.
+  std::vector<float> base = {1, 2, 3, 4, 5, 6};
+  TensorView transposed = make_view(base.data(), DType::f32, {3, 2});
+  transposed.strides = {1, 3, 0, 0};
+
+  const std::vector<NamedTensor> tensors = {
+      {"bf16", make_view(bf16.data(), DType::bf16, {2, 3})},
+      {"f16", make_view(f16.data(), DType::f16, {2})},
+      {"f32", make_view(f32.data(), DType::f32, {2, 1, 2})},
+      {"i32", make_view(i32.data(), DType::i32, {3})},
+      {"i64", make_view(i64.data(), DType::i64, {2})},
+      {"u8", make_view(u8.data(), DType::u8, {3})},
+      {"scalar", make_view(&scalar, DType::f32, {})},
+      {"empty", make_view(nullptr, DType::f32, {0, 4})},
+      {"transposed", transposed},
+  };
+  const auto f = SafetensorsFile::parse(serialize_safetensors(tensors, {{"k", "v"}, {"a", ""}}),
+                                        "round.safetensors");
+  EXPECT_EQ(f.source(), "round.safetensors");
+  EXPECT_EQ(f.metadata(), (std::map<std::string, std::string>{{"k", "v"}, {"a", ""}}));
+  ASSERT_EQ(f.tensors().size(), tensors.size());
+
+  auto expect_tensor = [&](const std::string& name, DType dtype, std::vector<int64_t> shape,
+                           const void* data, size_t bytes) {
+    SCOPED_TRACE(name);
+    const SafetensorsTensor& t = f.at(name);
+    EXPECT_EQ(t.dtype, dtype);
+    EXPECT_EQ(t.shape, shape);
+    ASSERT_EQ(t.bytes.size(), bytes);
+    EXPECT_EQ(reinterpret_cast<uintptr_t>(t.bytes.data()) % dtype_size(dtype), 0u);
+    if (bytes != 0) {
+      EXPECT_EQ(std::memcmp(t.bytes.data(), data, bytes), 0);
+    }
+    const TensorView v = t.view();
+    EXPECT_EQ(v.ndim, static_cast<int>(shape.size()));
+    EXPECT_TRUE(v.is_contiguous());
+    EXPECT_EQ(v.data, t.bytes.data());
+  };
+  expect_tensor("bf16", DType::bf16, {2, 3}, bf16.data(), 12);
+  expect_tensor("f16", DType::f16, {2}, f16.data(), 4);
+  expect_tensor("f32", DType::f32, {2, 1, 2}, f32.data(), 16);
+  expect_tensor("i32", DType::i32, {3}, i32.data(), 12);
+  expect_tensor("i64", DType::i64, {2}, i64.data(), 16);
+  expect_tensor("u8", DType::u8, {3}, u8.data(), 3);
+  expect_tensor("scalar", DType::f32, {}, &scalar, 4);
+  expect_tensor("empty", DType::f32, {0, 4}, nullptr, 0);
+  const std::vector<float> gathered = {1, 4, 2, 5, 3, 6};
+  expect_tensor("transposed", DType::f32, {3, 2}, gathered.data(), 24);
+}
+
+TEST(SafetensorsRoundTrip, SaveAndLoadAFile) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvq_io_test_" + std::to_string(::getpid()) + ".safetensors");
+  std::vector<int64_t> slots = {3, -1, 40};
+  save_safetensors(path, {{"slot_mapping", make_view(slots.data(), DType::i64, {3})}},
+                   {{"note", "hi"}});
+  const auto f = SafetensorsFile::load(path);
+  std::filesystem::remove(path);
+  EXPECT_EQ(f.source(), path.string());
+  const auto& t = f.at("slot_mapping");
+  ASSERT_EQ(t.bytes.size(), 24u);
+  EXPECT_EQ(t.view().ptr<int64_t>()[2], 40);
+  EXPECT_EQ(f.metadata().at("note"), "hi");
+}
+
+TEST(SafetensorsRoundTrip, MovedFileKeepsItsViews) {
+  std::vector<float> x = {1, 2, 3};
+  auto a =
+      SafetensorsFile::parse(serialize_safetensors({{"x", make_view(x.data(), DType::f32, {3})}}));
+  const uint8_t* before = a.at("x").bytes.data();
+  SafetensorsFile b = std::move(a);
+  EXPECT_EQ(b.at("x").bytes.data(), before);
+  EXPECT_EQ(b.at("x").view().ptr<float>()[2], 3.0f);
+}
+
+TEST(SafetensorsRead, TensorsAreOrderedByOffset) {
+  const auto f = SafetensorsFile::parse(file_bytes(
+      R"({"b":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
+      {1, 2, 3}));
+  ASSERT_EQ(f.tensors().size(), 2u);
+  EXPECT_EQ(f.tensors()[0].name, "b");
+  EXPECT_EQ(f.tensors()[1].name, "a");
+}
+
+TEST(SafetensorsRead, MisalignedTensorsAreCopiedToAlignedMemory) {
+  // Header of 5 bytes ({} + ...) puts the data at file offset 13: the F32 is misaligned in the
+  // file but must be readable as float.
+  float value = 2.5f;
+  std::vector<uint8_t> data(1 + 4);
+  data[0] = 42;
+  std::memcpy(data.data() + 1, &value, 4);
+  const auto f = SafetensorsFile::parse(file_bytes(
+      R"({"u":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"f":{"dtype":"F32","shape":[],"data_offsets":[1,5]}})",
+      data));
+  const auto& t = f.at("f");
+  EXPECT_EQ(reinterpret_cast<uintptr_t>(t.bytes.data()) % 4, 0u);
+  EXPECT_EQ(t.view().ptr<float>()[0], 2.5f);
+  EXPECT_EQ(f.at("u").bytes[0], 42);
+}
+
+TEST(SafetensorsRead, WhitespacePaddedHeaderAndNoTensors) {
+  const auto f = SafetensorsFile::parse(file_bytes(R"({"__metadata__":{"a":"b"}}    )", {}));
+  EXPECT_TRUE(f.tensors().empty());
+  EXPECT_EQ(f.metadata().at("a"), "b");
+}
+
+TEST(SafetensorsRead, MissingTensorListsWhatIsThere) {
+  const auto f = SafetensorsFile::parse(
+      file_bytes(R"({"key":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", {0}), "in.st");
+  try {
+    (void)f.at("value");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::not_found);
+    EXPECT_STREQ(e.what(), "in.st: no tensor 'value' (has: key)");
+  }
+  EXPECT_EQ(f.find("value"), nullptr);
+}
+
+TEST(SafetensorsRead, ViewOfMoreThanFourDimensionsIsRefused) {
+  const auto f = SafetensorsFile::parse(
+      file_bytes(R"({"t":{"dtype":"U8","shape":[1,1,1,1,1],"data_offsets":[0,1]}})", {0}));
+  EXPECT_EQ(f.at("t").shape.size(), 5u);
+  EXPECT_THROW((void)f.at("t").view(), Error);
+}
+
+TEST(SafetensorsLoad, MissingFileIsNotFound) {
+  try {
+    (void)SafetensorsFile::load("/nonexistent/dir/x.safetensors");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::not_found);
+    EXPECT_STREQ(e.what(), "/nonexistent/dir/x.safetensors: no such file");
+  }
+}
+
+// ---- malformed files: each error names the file (and the tensor) and says what is wrong ----
+
+TEST(SafetensorsErrors, TooShortForTheLength) {
+  expect_invalid({1, 2, 3}, "f.st: truncated: 3 bytes, expected at least 8 (the header length)");
+}
+
+TEST(SafetensorsErrors, HeaderLengthPastTheEnd) {
+  auto bytes = file_bytes(R"({})", {});
+  bytes[0] = 200;
+  expect_invalid(bytes, "f.st: truncated: header length 200 but only 2 bytes follow it");
+}
+
+TEST(SafetensorsErrors, HeaderOver100MB) {
+  std::vector<uint8_t> bytes = {0x01, 0xe1, 0xf5, 0x05, 0, 0, 0, 0};  // 100'000'001
+  expect_invalid(bytes, "f.st: header length 100000001 exceeds the limit of 100000000 bytes");
+  std::vector<uint8_t> huge(8, 0xff);
+  expect_invalid(huge, "f.st: header length 18446744073709551615 exceeds the limit");
+}
+
+TEST(SafetensorsErrors, BadJson) {
+  expect_invalid(file_bytes(R"({"a":)", {}), "f.st: header is not valid JSON: ");
+  expect_invalid(file_bytes("[1, 2]", {}), "f.st: header: expected a JSON object");
+  expect_invalid(file_bytes("\xff\xfe", {}), "f.st: header is not valid JSON: ");
+}
+
+TEST(SafetensorsErrors, DuplicateNames) {
+  expect_invalid(
+      file_bytes(
+          R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"a":{"dtype":"U8","shape":[1],"data_offsets":[1,2]}})",
+          {0, 0}),
+      "f.st: header has the key 'a' twice");
+  expect_invalid(
+      file_bytes(R"({"a":{"dtype":"U8","dtype":"U8","shape":[1],"data_offsets":[0,1]}})", {0}),
+      "f.st: header has the key 'dtype' twice");
+}
+
+TEST(SafetensorsErrors, UnknownDtype) {
+  expect_invalid(
+      file_bytes(R"({"w":{"dtype":"F64","shape":[1],"data_offsets":[0,8]}})",
+                 std::vector<uint8_t>(8)),
+      "f.st: tensor 'w': dtype 'F64' is not supported: expected BF16, F16, F32, I32, I64 or U8");
+  expect_invalid(file_bytes(R"({"w":{"dtype":7,"shape":[1],"data_offsets":[0,1]}})", {0}),
+                 "f.st: tensor 'w': dtype: expected a string");
+}
+
+TEST(SafetensorsErrors, BadShapes) {
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[-1],"data_offsets":[0,1]}})", {0}),
+                 "f.st: tensor 'w': shape[0] = -1: expected a non-negative integer");
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[1.5],"data_offsets":[0,1]}})", {0}),
+                 "f.st: tensor 'w': shape[0] = 1.5: expected a non-negative integer");
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":2,"data_offsets":[0,1]}})", {0}),
+                 "f.st: tensor 'w': shape: expected an array");
+  expect_invalid(
+      file_bytes(R"({"w":{"dtype":"U8","shape":[18446744073709551615],"data_offsets":[0,1]}})",
+                 {0}),
+      "f.st: tensor 'w': shape[0] = 18446744073709551615: expected a non-negative integer");
+}
+
+TEST(SafetensorsErrors, ShapeSizeMismatch) {
+  expect_invalid(
+      file_bytes(R"({"w":{"dtype":"F32","shape":[2,3],"data_offsets":[0,20]}})",
+                 std::vector<uint8_t>(20)),
+      "f.st: tensor 'w': shape [2,3] of F32 needs 24 bytes but data_offsets [0, 20] hold 20");
+}
+
+TEST(SafetensorsErrors, ShapeOverflowIsCaughtNotWrapped) {
+  // 2^62 * 4 * 4 bytes wraps to 0 in 64 bits: a naive product would accept [0, 0].
+  expect_invalid(
+      file_bytes(R"({"w":{"dtype":"F32","shape":[4611686018427387904,4],"data_offsets":[0,0]}})",
+                 {}),
+      "f.st: tensor 'w': shape [4611686018427387904,4] overflows 64-bit sizes");
+  expect_invalid(
+      file_bytes(R"({"w":{"dtype":"U8","shape":[4294967296,4294967296],"data_offsets":[0,0]}})",
+                 {}),
+      "f.st: tensor 'w': shape [4294967296,4294967296] overflows 64-bit sizes");
+}
+
+TEST(SafetensorsErrors, BadOffsets) {
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[1,0]}})", {0}),
+                 "f.st: tensor 'w': data_offsets = [1,0]: expected [begin, end] with 0 <= begin");
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[0,1,2]}})", {0}),
+                 "f.st: tensor 'w': data_offsets = [0,1,2]: expected [begin, end]");
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[-1,0]}})", {0}),
+                 "f.st: tensor 'w': data_offsets = [-1,0]: expected [begin, end] with 0 <= begin");
+}
+
+TEST(SafetensorsErrors, OffsetsPastTheData) {
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[4],"data_offsets":[0,4]}})", {0, 0}),
+                 "f.st: tensor 'w': data_offsets [0, 4] run past the data buffer of 2 bytes");
+  // Offsets near 2^64 must not wrap around the bounds check.
+  expect_invalid(
+      file_bytes(
+          R"({"w":{"dtype":"U8","shape":[1],"data_offsets":[9223372036854775806,9223372036854775807]}})",
+          {0}),
+      "f.st: tensor 'w': data_offsets [9223372036854775806, 9223372036854775807] run past");
+}
+
+TEST(SafetensorsErrors, OverlapGapAndTrailingBytes) {
+  expect_invalid(
+      file_bytes(
+          R"({"a":{"dtype":"U8","shape":[2],"data_offsets":[0,2]},"b":{"dtype":"U8","shape":[2],"data_offsets":[1,3]}})",
+          {0, 0, 0}),
+      "f.st: tensor 'b': data_offsets [1, 3] overlap tensor 'a' at [0, 2]");
+  expect_invalid(
+      file_bytes(
+          R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]},"b":{"dtype":"U8","shape":[1],"data_offsets":[2,3]}})",
+          {0, 0, 0}),
+      "f.st: tensor 'b': data_offsets [2, 3] leave bytes [1, 2) that no tensor covers");
+  expect_invalid(file_bytes(R"({"a":{"dtype":"U8","shape":[1],"data_offsets":[0,1]}})", {0, 0}),
+                 "f.st: 1 bytes after the last tensor's data (tensors cover [0, 1) of 2)");
+}
+
+TEST(SafetensorsErrors, BadEntries) {
+  expect_invalid(file_bytes(R"({"a":3})", {}), "f.st: tensor 'a': expected an object");
+  expect_invalid(file_bytes(R"({"a":{"dtype":"U8","shape":[0]}})", {}),
+                 "f.st: tensor 'a': missing 'data_offsets'");
+  expect_invalid(
+      file_bytes(R"({"a":{"dtype":"U8","shape":[0],"data_offsets":[0,0],"extra":1}})", {}),
+      "f.st: tensor 'a': unknown key 'extra'");
+}
+
+TEST(SafetensorsErrors, BadMetadata) {
+  expect_invalid(file_bytes(R"({"__metadata__":{"a":1}})", {}),
+                 "f.st: __metadata__['a'] = 1: expected a string");
+  expect_invalid(file_bytes(R"({"__metadata__":[]})", {}),
+                 "f.st: __metadata__: expected an object of strings");
+}
+
+TEST(SafetensorsWriteErrors, NamesAndDevices) {
+  uint8_t x = 0;
+  auto expect_refused = [](const std::vector<NamedTensor>& t, const std::string& message) {
+    try {
+      (void)serialize_safetensors(t);
+      ADD_FAILURE() << "expected: " << message;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()), message);
+    }
+  };
+  const TensorView v = make_view(&x, DType::u8, {1});
+  expect_refused({{"a", v}, {"a", v}}, "safetensors tensor 'a': given twice");
+  expect_refused({{"", v}}, "safetensors tensor '': empty name");
+  expect_refused({{"__metadata__", v}},
+                 "safetensors tensor '__metadata__': the name is reserved for the metadata");
+  expect_refused({{"d", make_view(&x, DType::u8, {1}, Device::cuda(0))}},
+                 "safetensors tensor 'd': is on cuda:0: expected host memory");
+}
+
+}  // namespace
+}  // namespace kvq
