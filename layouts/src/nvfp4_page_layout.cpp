@@ -56,7 +56,7 @@ void check_arrangement(ScaleArrangement a, const char* side, const CacheSpec& sp
   if (auto r = ScaleArrangements::check(a, spec.block_size, groups)) {
     const std::string field = r.field;
     const int64_t found = field == "block_size" ? spec.block_size : spec.head_size;
-    refuse("cache." + field, fmt::format("{} scales are {}: {}; found {} {}", side,
+    refuse("cache." + field, fmt::format("{} scales {} need {}; found {} {}", side,
                                          scale_arrangement_name(a), r.rule, field, found));
   }
 }

@@ -37,16 +37,16 @@ TEST(PageLayoutValidation, SwizzledScalesNeedHeadSizeMultipleOf64) {
   CacheSpec s = base();
   s.head_size = 80;
   expect_refused(s, "cache.head_size",
-                 "V scales are sm100_swizzled: sm100_swizzled needs head_size % 64 == 0 (groups = "
+                 "V scales sm100_swizzled need head_size % 64 == 0 (groups = "
                  "head_size/16 a multiple of 4); found head_size 80");
   s.head_size = 32;
   expect_refused(s, "cache.head_size",
-                 "V scales are sm100_swizzled: sm100_swizzled needs head_size % 64 == 0 (groups = "
+                 "V scales sm100_swizzled need head_size % 64 == 0 (groups = "
                  "head_size/16 a multiple of 4); found head_size 32");
   s.layout = {"NHD", "sm100_swizzled", "linear"};
   s.head_size = 16;
   expect_refused(s, "cache.head_size",
-                 "K scales are sm100_swizzled: sm100_swizzled needs head_size % 64 == 0 (groups = "
+                 "K scales sm100_swizzled need head_size % 64 == 0 (groups = "
                  "head_size/16 a multiple of 4); found head_size 16");
   s.layout = {"HND", "linear", "linear"};
   for (int64_t d : {16, 32, 80}) {
@@ -59,7 +59,7 @@ TEST(PageLayoutValidation, SwizzledScalesNeedBlockSizeMultipleOf4) {
   CacheSpec s = base();
   s.block_size = 6;
   expect_refused(s, "cache.block_size",
-                 "V scales are sm100_swizzled: sm100_swizzled needs block_size % 4 == 0 (whole "
+                 "V scales sm100_swizzled need block_size % 4 == 0 (whole "
                  "4-token blocks); found block_size 6");
   s.layout.v_scales = "linear";
   EXPECT_NO_THROW((void)make_layout(s));

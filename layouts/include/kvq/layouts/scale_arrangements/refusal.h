@@ -5,7 +5,7 @@ namespace kvq {
 
 struct ArrangementRefusal {
   const char* field = nullptr;  // nullptr: accepted
-  const char* rule = nullptr;
+  const char* rule = nullptr;   // the condition that must hold: "block_size % 4 == 0 (...)"
   constexpr explicit operator bool() const { return field != nullptr; }
 };
 

@@ -33,11 +33,10 @@ struct Sm100SwizzledScales {
 
   static constexpr ArrangementRefusal check(int64_t block_size, int64_t groups) {
     if (block_size % 4 != 0) {
-      return {"block_size", "sm100_swizzled needs block_size % 4 == 0 (whole 4-token blocks)"};
+      return {"block_size", "block_size % 4 == 0 (whole 4-token blocks)"};
     }
     if (groups % 4 != 0) {
-      return {"head_size",
-              "sm100_swizzled needs head_size % 64 == 0 (groups = head_size/16 a multiple of 4)"};
+      return {"head_size", "head_size % 64 == 0 (groups = head_size/16 a multiple of 4)"};
     }
     return {};
   }

@@ -1,0 +1,144 @@
+// `kvq layout` run as a user runs it: the binary (KVQ_BINARY, set by CMake) on the shipped SM100
+// config and on test configs; exact lines on stdout, exit statuses and one-line errors.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <array>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+namespace {
+
+struct KvqRun {
+  int status = -1;
+  std::string output;  // stdout and stderr together
+};
+
+std::string source_dir() {
+  const char* d = std::getenv("KVQ_SOURCE_DIR");
+  return d ? d : KVQ_SOURCE_DIR_DEFAULT;
+}
+
+KvqRun kvq(const std::string& args) {
+  const std::string cmd = std::string("'") + KVQ_BINARY + "' " + args + " 2>&1";
+  KvqRun r;
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return r;
+  std::array<char, 4096> buf;
+  size_t n;
+  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.output.append(buf.data(), n);
+  const int w = pclose(p);
+  r.status = WIFEXITED(w) ? WEXITSTATUS(w) : -1;
+  return r;
+}
+
+std::string sm100() {
+  return source_dir() + "/configs/nvfp4_sm100.yaml";
+}
+std::string data(const std::string& name) {
+  return source_dir() + "/tests/layouts/data/" + name;
+}
+
+TEST(CmdLayout, PrintsGeometryRegionsAndLocatesKGroup) {
+  const KvqRun r = kvq("layout " + sm100() + " --locate k,5,0,3");
+  ASSERT_EQ(r.status, 0) << r.output;
+  for (const char* line : {
+           "  page_bytes    18432\n",
+           "  cache bytes   18874368 (18.0 MiB)\n",
+           "  per token     1152 bytes (K + V, all heads) vs 4096 in bf16: 3.56x smaller, 4.50 "
+           "bits per element\n",
+           "  K data           0        8192  HND\n",
+           "  K scales      8192        1024  HND linear\n",
+           "  V data        9216        8192  HND\n",
+           "  V scales     17408        1024  HND sm100_swizzled\n",
+           "locate K token 5, head 0, group 3 (elements 48..63 of the head row)\n",
+           "  data   page offset 344..351  (K data + 344)\n",
+           "  scale  page offset 8235  (K scales + 43; (t', s') = (5, 3) in the head's [16, 8] "
+           "tile, linear)\n",
+       }) {
+    EXPECT_NE(r.output.find(line), std::string::npos) << "missing: " << line << "in:\n" << r.output;
+  }
+}
+
+TEST(CmdLayout, LocatesTheSwizzledVScaleOfTheFormatDoc) {
+  // S 8, T 16, token 5, group 3 -> (t', s') = (5, 5), tile offset 45.
+  const KvqRun r = kvq("layout " + sm100() + " --locate v,5,0,3");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("  data   page offset 9560..9567  (V data + 344)\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  scale  page offset 17453  (V scales + 45; (t', s') = (5, 5) in the "
+                          "head's [16, 8] tile, sm100_swizzled)\n"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(CmdLayout, NhdBothSwizzled) {
+  const KvqRun r = kvq("layout " + data("nhd_h2_d256.yaml") + " --locate v,5,1,13");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("  V scales      4352         256  NHD sm100_swizzled\n"),
+            std::string::npos)
+      << r.output;
+  // NHD row (t'=7)*H + h = 15, (t', s') = (4 + 13/4, (13%4)*4 + 5%4) = (7, 5): 15*16 + 5 = 245
+  EXPECT_NE(r.output.find("  scale  page offset 4597  (V scales + 245; (t', s') = (7, 5)"),
+            std::string::npos)
+      << r.output;
+}
+
+TEST(CmdLayout, BadLocateValuesAreUsageErrorsNamingTheField) {
+  const std::pair<const char*, const char*> cases[] = {
+      {"k,16,0,3", "kvq: --locate: TOKEN 16 out of range: expected 0 <= TOKEN < 16 (block_size)\n"},
+      {"k,0,8,3", "kvq: --locate: HEAD 8 out of range: expected 0 <= HEAD < 8 (num_kv_heads)\n"},
+      {"k,0,0,-1",
+       "kvq: --locate: GROUP -1 out of range: expected 0 <= GROUP < 8 (head_size / 16)\n"},
+      {"q,1,0,3", "kvq: --locate: SIDE must be k or v, found 'q'\n"},
+      {"k,1,x,3", "kvq: --locate: HEAD must be an integer, found 'x'\n"},
+      {"k,1", "kvq: --locate: expected SIDE,TOKEN,HEAD,GROUP (e.g. k,5,0,3), found 'k,1'\n"},
+  };
+  for (const auto& [arg, message] : cases) {
+    const KvqRun r = kvq("layout " + sm100() + " --locate " + arg);
+    EXPECT_EQ(r.status, 2) << arg;
+    EXPECT_EQ(r.output, message) << arg;
+  }
+}
+
+TEST(CmdLayout, RefusedGeometryPointsAtTheConfigLine) {
+  const std::string file = data("swizzled_head_size_80.yaml");
+  const KvqRun r = kvq("layout " + file);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.output, "kvq: " + file +
+                          ":8:14: cache.head_size: V scales sm100_swizzled need head_size % 64 == "
+                          "0 (groups = head_size/16 a multiple of 4); found head_size 80\n");
+}
+
+TEST(CmdLayout, SvgDrawsRegionsHeadsAndTheSwizzle) {
+  const std::string out = std::string(::testing::TempDir()) + "kvq_layout_test_page.svg";
+  std::remove(out.c_str());
+  const KvqRun r = kvq("layout " + sm100() + " --svg " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::ifstream f(out);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string svg = ss.str();
+  EXPECT_EQ(svg.rfind("<svg xmlns=\"http://www.w3.org/2000/svg\"", 0), 0u);
+  EXPECT_EQ(svg.substr(svg.size() - 7), "</svg>\n");
+  for (const char* s : {">K data (HND)<", ">V scales (HND sm100_swizzled)<", ">h7<",
+                        ">offset 17408, 1024 bytes<", ">t5 g3<"}) {
+    EXPECT_NE(svg.find(s), std::string::npos) << s;
+  }
+  // The first V scale word of head 0 is t0..t3 of group 0, in that order (the swizzle).
+  const size_t v = svg.find(">V scales (HND sm100_swizzled), bytes 17408..17471 of the page<");
+  ASSERT_NE(v, std::string::npos);
+  size_t at = v;
+  for (const char* cell : {">t0 g0<", ">t1 g0<", ">t2 g0<", ">t3 g0<", ">t0 g1<"}) {
+    const size_t next = svg.find(cell, at);
+    ASSERT_NE(next, std::string::npos) << cell;
+    EXPECT_EQ(svg.find("<text", at + 1), svg.rfind("<text", next)) << cell << " not next";
+    at = next;
+  }
+  std::remove(out.c_str());
+}
+
+}  // namespace
