@@ -1,0 +1,323 @@
+#include "demo_run.h"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <map>
+#include <vector>
+
+#include "attention.h"
+#include "common/backend_select.h"
+#include "interrupt.h"
+#include "kv_generator.h"
+#include "kvq/core/logging.h"
+#include "progress.h"
+#include "sequence_scheduler.h"
+#include "sharded_cache.h"
+
+namespace kvq::demo {
+
+DemoSpec demo_spec(const Config& cfg, const RunOptions& options) {
+  DemoSpec spec = cfg.demo.value_or(DemoSpec{});
+  if (options.seed) spec.seed = *options.seed;
+  const int64_t longest = spec.prompt_tokens[1] + spec.decode_tokens[1];
+  const int64_t blocks = (longest + cfg.cache.block_size - 1) / cfg.cache.block_size;
+  if (blocks > cfg.cache.num_blocks) {
+    cfg.fail_at(cfg.demo ? "demo.prompt_tokens" : "cache.num_blocks",
+                fmt::format("the longest sequence the demo allows (prompt_tokens max {} + "
+                            "decode_tokens max {} = {} tokens) needs {} blocks of {} tokens; "
+                            "cache.num_blocks is {}",
+                            spec.prompt_tokens[1], spec.decode_tokens[1], longest, blocks,
+                            cfg.cache.block_size, cfg.cache.num_blocks));
+  }
+  return spec;
+}
+
+namespace {
+
+// A sequence's original K/V while it is in the cache: what was written, kept to compare with what
+// the reader gives back.
+struct Originals {
+  std::vector<uint16_t> key, value;  // [total tokens, H, D] bf16 bits
+};
+
+class DemoRun {
+ public:
+  DemoRun(const Config& cfg, const RunOptions& options)
+      : cfg_(cfg),
+        options_(options),
+        spec_(demo_spec(cfg, options)),
+        heads_(cfg.cache.num_kv_heads),
+        dim_(cfg.cache.head_size),
+        row_(heads_ * dim_),
+        generator_(spec_.seed, heads_, dim_),
+        scheduler_(plan_sequences(spec_, spec_.seed), spec_.max_batch, cfg.cache.num_blocks,
+                   cfg.cache.block_size) {}
+
+  DemoResult run() {
+    const auto start = std::chrono::steady_clock::now();
+    app::OpenedBackend opened = app::open_backend(cfg_, options_.backend);
+    const int64_t max_write = std::max(spec_.prompt_tokens[1], spec_.max_batch);
+    const int64_t max_read = spec_.prompt_tokens[1] + spec_.decode_tokens[1];
+    cache_.emplace(opened.backend, opened.options, 1, max_write, max_read);
+    if (options_.verify) {
+      Backend reference = opened.registry.select("reference_cpu");
+      BackendOptions o = opened.options;
+      o.device = Device::cpu();
+      reference_.emplace(reference, o, 1, max_write, max_read);
+    }
+    fill_header(opened);
+
+    // The exact number of tokens the run will write, for the progress bar: the same schedule,
+    // without data.
+    const int64_t total = planned_tokens();
+    Progress progress =
+        options_.progress ? Progress(stderr, total) : Progress(stderr, total, Progress::Mode::off);
+
+    std::vector<uint16_t> batch_key(static_cast<std::size_t>(spec_.max_batch * row_));
+    std::vector<uint16_t> batch_value(batch_key.size());
+    std::vector<float> fkey(static_cast<std::size_t>(row_)), fvalue(fkey.size());
+
+    auto retire = [&] {
+      for (int64_t id : scheduler_.complete()) {
+        throw_if_interrupted();
+        check_sequence(id);
+        scheduler_.release(id);
+        originals_.erase(id);
+      }
+    };
+
+    while (!scheduler_.done()) {
+      throw_if_interrupted();
+      const std::vector<PrefillWrite> prefills = scheduler_.admit();
+      for (const PrefillWrite& w : prefills) {
+        throw_if_interrupted();
+        const Sequence& s = scheduler_.sequence(w.sequence);
+        Originals& o = originals_[w.sequence];
+        const auto n = static_cast<std::size_t>(s.plan.total() * row_);
+        o.key.resize(n);
+        o.value.resize(n);
+        const int64_t p = s.plan.prompt_tokens;
+        std::vector<float> k(static_cast<std::size_t>(p * row_)), v(k.size());
+        generator_.rows(w.sequence, 0, p, k.data(), v.data());
+        for (std::size_t i = 0; i < k.size(); ++i) {
+          o.key[i] = bf16_from_float(k[i]);
+          o.value[i] = bf16_from_float(v[i]);
+        }
+        write(o.key.data(), o.value.data(), w.slots.data(), p);
+        result_.tokens_written += p;
+        ++result_.prefill_writes;
+        progress.update(result_.tokens_written, "prefill");
+      }
+      retire();
+      if (scheduler_.done()) break;
+      if (!scheduler_.has_decode_work()) {
+        if (prefills.empty()) {
+          throw Error(ErrorCode::internal, "scheduler: nothing to admit and nothing to decode");
+        }
+        continue;
+      }
+      const DecodeWrite w = scheduler_.decode();
+      std::fill(batch_key.begin(), batch_key.end(), uint16_t{0});
+      std::fill(batch_value.begin(), batch_value.end(), uint16_t{0});
+      for (std::size_t r = 0; r < w.sequence.size(); ++r) {
+        if (w.sequence[r] < 0) continue;
+        generator_.rows(w.sequence[r], w.position[r], 1, fkey.data(), fvalue.data());
+        Originals& o = originals_.at(w.sequence[r]);
+        const auto at = static_cast<std::size_t>(w.position[r] * row_);
+        for (std::size_t i = 0; i < fkey.size(); ++i) {
+          const uint16_t kb = bf16_from_float(fkey[i]), vb = bf16_from_float(fvalue[i]);
+          o.key[at + i] = kb;
+          o.value[at + i] = vb;
+          batch_key[r * static_cast<std::size_t>(row_) + i] = kb;
+          batch_value[r * static_cast<std::size_t>(row_) + i] = vb;
+        }
+      }
+      write(batch_key.data(), batch_value.data(), w.slots.data(), spec_.max_batch);
+      result_.tokens_written += w.tokens;
+      result_.padding_slots += spec_.max_batch - w.tokens;
+      ++result_.decode_writes;
+      progress.update(result_.tokens_written, "decode");
+      retire();
+    }
+    progress.finish();
+    if (result_.tokens_written != total) {
+      throw Error(ErrorCode::internal, fmt::format("wrote {} tokens, the schedule planned {}",
+                                                   result_.tokens_written, total));
+    }
+
+    // The snapshot at the end: sequences still running are read back in place.
+    const std::vector<int64_t> live = scheduler_.running();
+    for (int64_t id : live) {
+      throw_if_interrupted();
+      check_sequence(id);
+    }
+    result_.sequences_live_at_end = static_cast<int64_t>(live.size());
+    result_.sequences_finished = scheduler_.num_finished();
+    result_.blocks_leaked = scheduler_.blocks_leaked();
+    if (const int64_t skipped = cache_->take_out_of_range_slots(); skipped != 0) {
+      throw Error(ErrorCode::runtime,
+                  fmt::format("the writer skipped {} out-of-range slots: the demo's slot "
+                              "mappings are wrong",
+                              skipped));
+    }
+    if (reference_) verify();
+    finish_numbers(start);
+    return result_;
+  }
+
+ private:
+  void write(const uint16_t* key, const uint16_t* value, const int64_t* slots, int64_t tokens) {
+    result_.write_seconds += cache_->write(key, value, slots, tokens);
+    if (reference_) reference_->write(key, value, slots, tokens);
+  }
+
+  int64_t planned_tokens() const {
+    SequenceScheduler dry = scheduler_;
+    int64_t tokens = 0;
+    while (!dry.done()) {
+      const auto prefills = dry.admit();
+      for (const PrefillWrite& w : prefills) tokens += static_cast<int64_t>(w.slots.size());
+      for (int64_t id : dry.complete()) dry.release(id);
+      if (dry.done()) break;
+      if (!dry.has_decode_work()) {
+        if (prefills.empty()) break;  // run() reports it
+        continue;
+      }
+      tokens += dry.decode().tokens;
+      for (int64_t id : dry.complete()) dry.release(id);
+    }
+    return tokens;
+  }
+
+  // Reads a sequence's K/V back through the backend's reader, adds the K and V errors, and runs
+  // decode attention for a fresh query per query head on the dequantized and the original K/V.
+  void check_sequence(int64_t id) {
+    const Sequence& s = scheduler_.sequence(id);
+    const Originals& o = originals_.at(id);
+    const int64_t t = s.length;
+    const auto n = static_cast<std::size_t>(t * row_);
+    const std::vector<int64_t> slots = scheduler_.slots_of(id);
+    read_key_.resize(n);
+    read_value_.resize(n);
+    cache_->read(slots.data(), t, read_key_.data(), read_value_.data());
+    orig_key_.resize(n);
+    orig_value_.resize(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      orig_key_[i] = bf16_to_float(o.key[i]);
+      orig_value_[i] = bf16_to_float(o.value[i]);
+    }
+    k_stats_.add(orig_key_.data(), read_key_.data(), static_cast<int64_t>(n));
+    v_stats_.add(orig_value_.data(), read_value_.data(), static_cast<int64_t>(n));
+
+    const int64_t group = spec_.query_heads_per_kv_head;
+    const auto qn = static_cast<std::size_t>(heads_ * group * dim_);
+    query_.resize(qn);
+    out_ref_.resize(qn);
+    out_test_.resize(qn);
+    generator_.queries(id, t, group, query_.data());
+    const AttentionShape shape{t, heads_, dim_, group};
+    gqa_decode_attention(shape, query_.data(), orig_key_.data(), orig_value_.data(),
+                         out_ref_.data());
+    gqa_decode_attention(shape, query_.data(), read_key_.data(), read_value_.data(),
+                         out_test_.data());
+    attention_stats_.add(out_ref_.data(), out_test_.data(), static_cast<int64_t>(qn));
+    result_.attention_queries += heads_ * group;
+  }
+
+  void verify() {
+    VerifyResult v;
+    v.reference = "reference_cpu";
+    for (int64_t shard = 0; shard < cache_->num_shards(); ++shard) {
+      const std::vector<uint8_t> mine = cache_->cache_bytes(shard);
+      const std::vector<uint8_t> ref = reference_->cache_bytes(shard);
+      if (mine.size() != ref.size()) {
+        throw Error(ErrorCode::internal,
+                    fmt::format("--verify: the caches differ in size: {} vs {} bytes", mine.size(),
+                                ref.size()));
+      }
+      for (std::size_t i = 0; i < mine.size(); ++i) {
+        if (mine[i] != ref[i]) {
+          if (v.first_difference < 0) {
+            v.first_difference = static_cast<int64_t>(v.bytes_compared + i);
+          }
+          ++v.differing_bytes;
+        }
+      }
+      v.bytes_compared += mine.size();
+    }
+    result_.verify = v;
+  }
+
+  void fill_header(const app::OpenedBackend& opened) {
+    DemoResult& r = result_;
+    r.backend = opened.backend.info().name;
+    r.backend_version = opened.backend.info().version;
+    r.device = cache_->device_name();
+    r.format = cfg_.cache.format;
+    r.order = cfg_.cache.layout.order;
+    r.k_scales = cfg_.cache.layout.k_scales;
+    r.v_scales = cfg_.cache.layout.v_scales;
+    r.num_kv_heads = heads_;
+    r.head_size = dim_;
+    r.block_size = cfg_.cache.block_size;
+    r.k_scale = cfg_.cache.k_scale;
+    r.v_scale = cfg_.cache.v_scale;
+    r.page_bytes = cache_->page_bytes();
+    r.pages_total = cfg_.cache.num_blocks;
+    r.seed = spec_.seed;
+    r.sequences = spec_.sequences;
+    r.max_batch = spec_.max_batch;
+    r.query_heads_per_kv_head = spec_.query_heads_per_kv_head;
+    r.prompt_min = spec_.prompt_tokens[0];
+    r.prompt_max = spec_.prompt_tokens[1];
+    r.decode_min = spec_.decode_tokens[0];
+    r.decode_max = spec_.decode_tokens[1];
+    r.bytes_per_token_nvfp4 = static_cast<double>(r.page_bytes) / static_cast<double>(r.block_size);
+    r.bytes_per_token_bf16 = static_cast<double>(2 * heads_ * dim_ * 2);
+    r.compression_vs_bf16 = r.bytes_per_token_bf16 / r.bytes_per_token_nvfp4;
+  }
+
+  void finish_numbers(std::chrono::steady_clock::time_point start) {
+    DemoResult& r = result_;
+    const BlockAllocator& a = scheduler_.allocator();
+    r.pages_used = a.peak_used();
+    r.pages_distinct = a.distinct_used();
+    r.pages_reused = a.reused();
+    r.pages_in_use_at_end = a.num_used();
+    r.k_rel_error = k_stats_.rel_l2();
+    r.v_rel_error = v_stats_.rel_l2();
+    r.attention_rel_error = attention_stats_.rel_l2();
+    r.attention_cosine = attention_stats_.cosine();
+    const double input_bytes =
+        static_cast<double>(r.tokens_written) * static_cast<double>(2 * row_ * 2);
+    r.write_tokens_per_s =
+        r.write_seconds > 0 ? static_cast<double>(r.tokens_written) / r.write_seconds : 0.0;
+    r.write_gb_per_s = r.write_seconds > 0 ? input_bytes / r.write_seconds / 1e9 : 0.0;
+    r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  }
+
+  const Config& cfg_;
+  RunOptions options_;
+  DemoSpec spec_;
+  int64_t heads_, dim_, row_;
+  KvGenerator generator_;
+  SequenceScheduler scheduler_;
+  std::optional<ShardedCache> cache_;
+  std::optional<ShardedCache> reference_;
+  std::map<int64_t, Originals> originals_;
+  ErrorStats k_stats_, v_stats_, attention_stats_;
+  DemoResult result_;
+  // Scratch reused across sequences.
+  std::vector<float> read_key_, read_value_, orig_key_, orig_value_, query_, out_ref_, out_test_;
+};
+
+}  // namespace
+
+DemoResult run_demo(const Config& cfg, const RunOptions& options) {
+  return DemoRun(cfg, options).run();
+}
+
+}  // namespace kvq::demo

@@ -1,0 +1,36 @@
+#pragma once
+// Ctrl-C: the demo stops at the next write, removes any half-written output and exits 130
+// (128 + SIGINT, what shells report for a program killed by Ctrl-C). A second Ctrl-C exits at once
+// (after removing the temporary file, if one is being written).
+//
+// Output files are written whole or not at all: FILE.tmp first, then renamed over FILE (rename is
+// atomic within a file system), so neither Ctrl-C nor a crash leaves a partial FILE behind.
+//
+// The flag is the one piece of process-wide state in kvq-demo: a signal handler can only talk to
+// the program through one.
+#include <exception>
+#include <filesystem>
+#include <string_view>
+
+namespace kvq::demo {
+
+inline constexpr int kExitInterrupted = 130;
+
+// Thrown where the demo notices the flag; main turns it into exit status 130.
+class Interrupted : public std::exception {
+ public:
+  const char* what() const noexcept override { return "interrupted"; }
+};
+
+// Installs the SIGINT (and SIGTERM) handler. Call first thing in main.
+void install_interrupt_handler();
+bool interrupted() noexcept;
+// Throws Interrupted when the flag is set.
+void throw_if_interrupted();
+
+// Writes `text` to FILE.tmp, then renames it to FILE, unless interrupted in between (then the
+// temporary file is removed and Interrupted thrown). Throws kvq::Error (io) naming the file when
+// it cannot be written.
+void write_file_atomically(const std::filesystem::path& file, std::string_view text);
+
+}  // namespace kvq::demo

@@ -1,0 +1,69 @@
+#pragma once
+// What kvq-demo measured, printed for people (stdout) and for programs (--json FILE).
+#include <cstdint>
+#include <filesystem>
+#include <iosfwd>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+
+namespace kvq::demo {
+
+struct VerifyResult {
+  std::string reference;        // "reference_cpu"
+  uint64_t bytes_compared = 0;  // the whole cache
+  int64_t differing_bytes = 0;
+  int64_t first_difference = -1;  // byte offset of the first difference, -1 when equal
+};
+
+struct DemoResult {
+  // Where it ran.
+  std::string backend;
+  std::string backend_version;
+  std::string device;  // the runtime's device_name()
+  // The cache.
+  std::string format, order, k_scales, v_scales;
+  int64_t num_kv_heads = 0, head_size = 0, block_size = 0;
+  uint64_t page_bytes = 0;
+  float k_scale = 1, v_scale = 1;
+  // The workload.
+  uint64_t seed = 0;
+  int64_t sequences = 0, max_batch = 0, query_heads_per_kv_head = 0;
+  int64_t prompt_min = 0, prompt_max = 0, decode_min = 0, decode_max = 0;
+  int64_t sequences_finished = 0;     // checked and freed on the way
+  int64_t sequences_live_at_end = 0;  // checked at the end
+  int64_t tokens_written = 0;         // real tokens (padding rows not counted)
+  int64_t prefill_writes = 0, decode_writes = 0, padding_slots = 0;
+  // Pages.
+  int64_t pages_total = 0;
+  int64_t pages_used = 0;      // the most in use at once
+  int64_t pages_distinct = 0;  // ever used
+  int64_t pages_reused = 0;    // allocations that got a page another sequence had freed
+  int64_t pages_in_use_at_end = 0;
+  int64_t blocks_leaked = 0;  // must be 0 (SequenceScheduler::blocks_leaked)
+  // Memory per token, exact from the layout.
+  double bytes_per_token_nvfp4 = 0;  // page_bytes / block_size
+  double bytes_per_token_bf16 = 0;   // K and V: 2 * H * D * 2 bytes
+  double compression_vs_bf16 = 0;
+  // Accuracy over every token written (each sequence read back once, at finish or at the end).
+  double k_rel_error = 0, v_rel_error = 0;
+  double attention_rel_error = 0, attention_cosine = 0;
+  int64_t attention_queries = 0;  // query heads x sequences
+  // Speed.
+  double write_seconds = 0;  // writes only, each synchronized
+  double write_tokens_per_s = 0;
+  double write_gb_per_s = 0;  // bf16 K/V input bytes consumed / write_seconds, 1e9 bytes
+  double wall_s = 0;
+  std::optional<VerifyResult> verify;
+};
+
+// The report for people.
+void print_report(std::ostream& out, const DemoResult& r);
+
+// The keys of issue 8 (backend, device, tokens_written, pages_used, pages_total,
+// bytes_per_token_nvfp4, bytes_per_token_bf16, compression_vs_bf16, k_rel_error, v_rel_error,
+// attention_rel_error, attention_cosine, write_tokens_per_s, write_gb_per_s, wall_s), plus
+// blocks_leaked, and verify_differing_bytes with --verify.
+nlohmann::ordered_json to_json(const DemoResult& r);
+
+}  // namespace kvq::demo

@@ -1,0 +1,282 @@
+// kvq-demo end to end (label plugin: it loads reference_cpu): the JSON it writes, reproducibility,
+// --verify, the exit statuses of bad configs and backends, and Ctrl-C.
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <spawn.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+extern char** environ;
+
+namespace {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+
+struct Run {
+  int status = -1;  // exit status, or 128 + signal
+  std::string out, err;
+};
+
+std::string slurp(const fs::path& file) {
+  std::ifstream in(file, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class DemoTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() /
+           ("kvq-demo-test-" + std::to_string(getpid()) + "-" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::remove_all(dir_);
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  static fs::path data(const std::string& name) { return fs::path(KVQ_DEMO_DATA) / name; }
+
+  // Starts kvq-demo with `args`, stdout/stderr to files; KVQ_PLUGIN_PATH is `plugin_path` or unset
+  // (the caller's environment must not decide which plugins are found).
+  pid_t start(const std::vector<std::string>& args, const std::string& plugin_path = "") {
+    std::vector<std::string> env_strings;
+    for (char** e = environ; *e; ++e) {
+      if (std::strncmp(*e, "KVQ_PLUGIN_PATH=", 16) != 0) env_strings.emplace_back(*e);
+    }
+    if (!plugin_path.empty()) env_strings.push_back("KVQ_PLUGIN_PATH=" + plugin_path);
+    std::vector<char*> envp, argv;
+    for (auto& s : env_strings) envp.push_back(s.data());
+    envp.push_back(nullptr);
+    std::string binary = KVQ_DEMO_BINARY;
+    argv.push_back(binary.data());
+    std::vector<std::string> copy = args;
+    for (auto& a : copy) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    const std::string out = (dir_ / "stdout").string(), err = (dir_ / "stderr").string();
+    posix_spawn_file_actions_addopen(&fa, 1, out.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    posix_spawn_file_actions_addopen(&fa, 2, err.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    pid_t pid = -1;
+    const int rc = posix_spawn(&pid, binary.c_str(), &fa, nullptr, argv.data(), envp.data());
+    posix_spawn_file_actions_destroy(&fa);
+    EXPECT_EQ(rc, 0) << "cannot start " << binary << ": " << std::strerror(rc);
+    return pid;
+  }
+
+  Run wait(pid_t pid) {
+    int raw = 0;
+    waitpid(pid, &raw, 0);
+    Run r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
+    r.out = slurp(dir_ / "stdout");
+    r.err = slurp(dir_ / "stderr");
+    return r;
+  }
+
+  Run run(const std::vector<std::string>& args, const std::string& plugin_path = "") {
+    return wait(start(args, plugin_path));
+  }
+
+  json run_json(std::vector<std::string> args, const std::string& name = "out.json") {
+    const fs::path file = dir_ / name;
+    args.push_back("--json");
+    args.push_back(file.string());
+    const Run r = run(args);
+    EXPECT_EQ(r.status, 0) << r.err;
+    EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+    return json::parse(slurp(file));
+  }
+
+  fs::path dir_;
+};
+
+// Everything but the timings.
+json without_timings(json j) {
+  j.erase("write_tokens_per_s");
+  j.erase("write_gb_per_s");
+  j.erase("wall_s");
+  return j;
+}
+
+constexpr int64_t kHeads = 4, kHeadSize = 128, kBlockSize = 16;  // data/demo_tiny.yaml
+
+TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
+  const json j = run_json({"--config", data("demo_tiny.yaml").string()});
+  const std::vector<std::string> keys = {"backend",
+                                         "device",
+                                         "tokens_written",
+                                         "pages_used",
+                                         "pages_total",
+                                         "bytes_per_token_nvfp4",
+                                         "bytes_per_token_bf16",
+                                         "compression_vs_bf16",
+                                         "k_rel_error",
+                                         "v_rel_error",
+                                         "attention_rel_error",
+                                         "attention_cosine",
+                                         "write_tokens_per_s",
+                                         "write_gb_per_s",
+                                         "wall_s",
+                                         "blocks_leaked"};
+  std::vector<std::string> found;
+  for (auto it = j.begin(); it != j.end(); ++it) found.push_back(it.key());
+  EXPECT_EQ(found, keys);
+
+  EXPECT_EQ(j["backend"], "reference_cpu");
+  EXPECT_NE(j["device"].get<std::string>().find("CPU"), std::string::npos) << j["device"];
+  // Exactly from the page layout: page = 2 sides x H x T x (D/2 data + D/16 scale bytes).
+  const double page_bytes = 2.0 * kHeads * kBlockSize * (kHeadSize / 2 + kHeadSize / 16);
+  EXPECT_EQ(j["bytes_per_token_nvfp4"].get<double>(), page_bytes / kBlockSize);
+  EXPECT_EQ(j["bytes_per_token_bf16"].get<double>(), 2.0 * kHeads * kHeadSize * 2);
+  EXPECT_EQ(j["compression_vs_bf16"].get<double>(), 256.0 / 72.0);
+  EXPECT_GT(j["k_rel_error"].get<double>(), 0.05);
+  EXPECT_LT(j["k_rel_error"].get<double>(), 0.15);
+  EXPECT_GT(j["v_rel_error"].get<double>(), 0.05);
+  EXPECT_LT(j["v_rel_error"].get<double>(), 0.15);
+  EXPECT_GT(j["attention_cosine"].get<double>(), 0.99);
+  EXPECT_LT(j["attention_rel_error"].get<double>(), 0.15);
+  EXPECT_GT(j["attention_rel_error"].get<double>(), 0.0);
+  // Every allocated block was freed or is owned by exactly one live sequence.
+  EXPECT_EQ(j["blocks_leaked"], 0);
+  EXPECT_EQ(j["pages_total"], 48);
+  EXPECT_GT(j["pages_used"].get<int64_t>(), 0);
+  EXPECT_LE(j["pages_used"].get<int64_t>(), 48);
+  EXPECT_GT(j["tokens_written"].get<int64_t>(), 10 * 8);
+  EXPECT_GT(j["write_tokens_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["write_gb_per_s"].get<double>(), 0.0);
+  EXPECT_GT(j["wall_s"].get<double>(), 0.0);
+}
+
+TEST_F(DemoTest, ReportShowsWhatTheIssueAsks) {
+  const Run r = run({"--config", data("demo_tiny.yaml").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* needle : {"backend     reference_cpu",
+                             "4 KV heads x head_size 128, block_size 16, HND, K scales "
+                             "linear, V scales sm100_swizzled",
+                             "of 48 in use at the peak", "0 leaked",
+                             "576 bytes per token in NVFP4 vs 2048 in bf16: "
+                             "3.56x smaller",
+                             "K rel L2 error 0.", "cosine 0.99", "tokens/s", "GB/s", "wall time"}) {
+    EXPECT_NE(r.out.find(needle), std::string::npos) << "no '" << needle << "' in:\n" << r.out;
+  }
+  // stderr is not a terminal here: plain progress lines, no carriage returns.
+  EXPECT_NE(r.err.find("kvq-demo: 100% ("), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find('\r'), std::string::npos);
+}
+
+TEST_F(DemoTest, SameSeedSameNumbers) {
+  const std::string cfg = data("demo_tiny.yaml").string();
+  const json a = run_json({"--config", cfg}, "a.json");
+  const json b = run_json({"--config", cfg}, "b.json");
+  EXPECT_EQ(without_timings(a), without_timings(b));
+  const json c = run_json({"--config", cfg, "--seed", "8"}, "c.json");
+  EXPECT_NE(without_timings(a)["k_rel_error"], without_timings(c)["k_rel_error"]);
+  EXPECT_NE(a["tokens_written"], c["tokens_written"]);
+  const json d = run_json({"--config", cfg, "--seed", "8"}, "d.json");
+  EXPECT_EQ(without_timings(c), without_timings(d));
+}
+
+TEST_F(DemoTest, VerifyAgainstReferenceCpu) {
+  const json j = run_json({"--config", data("demo_tiny.yaml").string(), "--verify"});
+  ASSERT_TRUE(j.contains("verify_differing_bytes"));
+  EXPECT_EQ(j["verify_differing_bytes"], 0);
+}
+
+TEST_F(DemoTest, BrokenDemoSectionExits2WithOneLine) {
+  const Run r = run({"--config", data("broken_demo.yaml").string()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "kvq-demo: " + data("broken_demo.yaml").string() +
+                       ":11:18: demo.prompt_tokens: expected min <= max, found [100, 10]\n");
+  EXPECT_EQ(r.out, "");
+}
+
+TEST_F(DemoTest, UnknownDemoKeyExits2) {
+  const Run r = run({"--config", data("demo_unknown_key.yaml").string()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "kvq-demo: " + data("demo_unknown_key.yaml").string() +
+                       ":11:3: demo.max_batches: unknown key 'max_batches' in 'demo': expected "
+                       "one of sequences, max_batch, prompt_tokens, decode_tokens, "
+                       "query_heads_per_kv_head, seed\n");
+}
+
+TEST_F(DemoTest, DemoThatCannotFitExits2) {
+  const Run r = run({"--config", data("demo_too_long.yaml").string()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "kvq-demo: " + data("demo_too_long.yaml").string() +
+                       ":11:18: demo.prompt_tokens: the longest sequence the demo allows "
+                       "(prompt_tokens max 120 + decode_tokens max 20 = 140 tokens) needs 9 "
+                       "blocks of 16 tokens; cache.num_blocks is 8\n");
+}
+
+TEST_F(DemoTest, UnknownBackendExits2) {
+  const Run r = run({"--config", data("demo_tiny.yaml").string(), "--backend", "no_such_backend"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err.rfind("kvq-demo: no backend named 'no_such_backend'", 0), 0u) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(DemoTest, UnavailableBackendByNameExits2) {
+  const fs::path fixtures = fs::path(KVQ_FIXTURE_DIR) / "unavailable";
+  if (!fs::exists(fixtures / "libkvq_fixture_unavailable.so")) {
+    GTEST_SKIP() << "the plugin test fixtures are not built (" << fixtures << ")";
+  }
+  const Run r =
+      run({"--config", data("demo_tiny.yaml").string(), "--backend", "fixture_unavailable"},
+          fixtures.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("backend 'fixture_unavailable'"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("is unavailable: no fixture device"), std::string::npos) << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+}
+
+TEST_F(DemoTest, BadArgumentsExit2) {
+  EXPECT_EQ(run({"--seed", "minus-one"}).status, 2);
+  EXPECT_EQ(run({"--no-such-flag"}).status, 2);
+  const Run r = run({"--config", (dir_ / "missing.yaml").string()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "kvq-demo: " + (dir_ / "missing.yaml").string() + ": no such config file\n");
+}
+
+TEST_F(DemoTest, CtrlCLeavesNoJsonBehind) {
+  // The default workload runs for seconds: long enough to be interrupted mid-way.
+  const fs::path file = dir_ / "interrupted.json";
+  const pid_t pid = start({"--backend", "reference_cpu", "--json", file.string()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_EQ(kill(pid, SIGINT), 0);
+  const Run r = wait(pid);
+  EXPECT_EQ(r.status, 130) << r.err;
+  EXPECT_NE(r.err.find("kvq-demo: interrupted\n"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+}
+
+TEST_F(DemoTest, NoArgumentsRunsTheEmbeddedDefault) {
+  const Run printed = run({"--print-config"});
+  ASSERT_EQ(printed.status, 0);
+  EXPECT_NE(printed.out.find("v_scales: sm100_swizzled"), std::string::npos);
+  // The README's first command ends with a bare `kvq-demo`: backend auto, 8 heads x 128.
+  const Run r = run({});
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("8 KV heads x head_size 128, block_size 16, HND, K scales linear, "
+                       "V scales sm100_swizzled"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find("1152 bytes per token in NVFP4 vs 4096 in bf16: 3.56x smaller"),
+            std::string::npos)
+      << r.out;
+  EXPECT_NE(r.out.find(", 0 leaked"), std::string::npos) << r.out;
+}
+
+}  // namespace
