@@ -3,7 +3,8 @@
 include(CMakePackageConfigHelpers)
 install(EXPORT kvqTargets NAMESPACE kvq:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvq)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvqConfig.cmake.in
-  ${PROJECT_BINARY_DIR}/kvqConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvq)
+  ${PROJECT_BINARY_DIR}/kvqConfig.cmake INSTALL_DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvq
+  PATH_VARS CMAKE_INSTALL_LIBDIR)
 write_basic_package_version_file(${PROJECT_BINARY_DIR}/kvqConfigVersion.cmake
   COMPATIBILITY SameMinorVersion)
 install(FILES ${PROJECT_BINARY_DIR}/kvqConfig.cmake ${PROJECT_BINARY_DIR}/kvqConfigVersion.cmake

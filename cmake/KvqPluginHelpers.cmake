@@ -1,12 +1,24 @@
-# kvq_add_backend(NAME SOURCES...) for plugins built against an installed kvq (find_package(kvq)).
-# Mirrors the in-tree helper: MODULE library named libkvq_NAME.so, hidden visibility, installed
-# into lib/kvq/plugins so KVQ_PLUGIN_PATH or the installed kvq finds it.
+# kvq_add_backend(NAME [SOURCES] src... [LINK libs...]) for plugins built against an installed
+# kvq (find_package(kvq)). Mirrors the in-tree helper (cmake/KvqHelpers.cmake):
+#   - a MODULE library named libkvq_NAME.so (what a registry folder scan picks up),
+#   - hidden visibility: the only exported symbol is KVQ_DEFINE_BACKEND's kvq_backend_entry,
+#   - built into <build>/lib/kvq/plugins, installed into <prefix>/${KVQ_PLUGIN_INSTALL_DIR},
+#   - RPATH $ORIGIN/../.. (a plugin installed next to kvq finds libkvq_core.so) and kvq's own
+#     library folder (a plugin installed anywhere else still finds it).
+# Point KVQ_PLUGIN_PATH, or a config's plugin_paths, at either folder.
 function(kvq_add_backend name)
+  cmake_parse_arguments(ARG "" "" "SOURCES;LINK" ${ARGN})
   set(target kvq_backend_${name})
-  add_library(${target} MODULE ${ARGN})
-  target_link_libraries(${target} PRIVATE kvq::core kvq::layouts)
+  add_library(${target} MODULE ${ARG_SOURCES} ${ARG_UNPARSED_ARGUMENTS})
+  target_link_libraries(${target} PRIVATE kvq::core kvq::layouts ${ARG_LINK})
   target_compile_features(${target} PRIVATE cxx_std_20)
-  set_target_properties(${target} PROPERTIES PREFIX "libkvq_" OUTPUT_NAME "${name}"
-    CXX_VISIBILITY_PRESET hidden VISIBILITY_INLINES_HIDDEN ON)
+  set_target_properties(${target} PROPERTIES
+    PREFIX "libkvq_"
+    OUTPUT_NAME "${name}"
+    CXX_VISIBILITY_PRESET hidden
+    CUDA_VISIBILITY_PRESET hidden
+    VISIBILITY_INLINES_HIDDEN ON
+    LIBRARY_OUTPUT_DIRECTORY ${PROJECT_BINARY_DIR}/lib/kvq/plugins
+    INSTALL_RPATH "$ORIGIN/../..;${KVQ_LIBRARY_DIR}")
   install(TARGETS ${target} LIBRARY DESTINATION ${KVQ_PLUGIN_INSTALL_DIR})
 endfunction()

@@ -184,9 +184,11 @@ void Registry::scan(const std::vector<fs::path>& folders_or_files) {
     loaded_.push_back(std::move(loaded.plugin));
   };
 
-  for (const auto& item : folders_or_files) {
-    searched_.push_back(item);
+  for (const auto& given : folders_or_files) {
+    // Absolute, so that messages and `kvq backends` name a file one can find from anywhere.
     std::error_code ec;
+    const fs::path item = fs::absolute(given, ec).lexically_normal();
+    searched_.push_back(item);
     const auto status = fs::status(item, ec);
     if (!fs::exists(status)) {
       failures_.push_back({item, "file not found"});
