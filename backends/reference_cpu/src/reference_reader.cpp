@@ -1,0 +1,79 @@
+// The read: for every token, every K and V group of its slot, value = nvfp4_dequantize(code,
+// scale byte, k_scale) -- the shared definition, so CPU and GPU readers agree bit for bit.
+#include "kvq/reference_cpu/reference_reader.h"
+
+#include "argument_checks.h"
+#include "backend_options.h"
+#include "kvq/layouts/nvfp4_quantize.h"
+#include "parallel_for.h"
+
+namespace kvq::reference_cpu {
+namespace {
+
+constexpr int64_t kMinTokensPerThread = 8;
+
+struct ReadJob {
+  const Nvfp4LayoutDesc* desc;
+  const uint8_t* cache;     // [num_blocks, page_bytes]
+  TensorView slot_mapping;  // [T]
+  float* rows[2];           // key, value out: [T, H, D] f32
+  int64_t strides[2][3];
+  float scale[2];  // k_scale, v_scale
+};
+
+void read_tokens(const ReadJob& job, int64_t begin, int64_t end) {
+  const Nvfp4LayoutDesc& d = *job.desc;
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t slot = slot_at(job.slot_mapping, i);
+    const uint8_t* page =
+        slot < 0 ? nullptr : job.cache + static_cast<uint64_t>(slot / d.block_size) * d.page_bytes;
+    const int64_t t = slot < 0 ? 0 : slot % d.block_size;
+    for (int side = 0; side < 2; ++side) {
+      const int64_t* st = job.strides[side];
+      for (int64_t h = 0; h < d.num_heads; ++h) {
+        float* row = job.rows[side] + i * st[0] + h * st[1];
+        if (page == nullptr) {  // padding reads as zeros
+          for (int64_t e = 0; e < d.head_size; ++e) row[e * st[2]] = 0.0f;
+          continue;
+        }
+        for (int64_t g = 0; g < d.groups; ++g) {
+          const uint8_t* data = page + d.data_offset(side, t, h, g);
+          const uint8_t scale = page[d.scale_offset(side, t, h, g)];
+          for (int k = 0; k < kNvfp4GroupBytes; ++k) {
+            const int64_t e = g * kNvfp4GroupSize + 2 * k;
+            row[e * st[2]] = nvfp4_dequantize(data[k] & 0xF, scale, job.scale[side]);
+            row[(e + 1) * st[2]] = nvfp4_dequantize(data[k] >> 4, scale, job.scale[side]);
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ReferenceReader::ReferenceReader(const BackendOptions& options)
+    : layout_(options.cache), threads_(check_backend_options(options)) {}
+
+Status ReferenceReader::read(const ReadArgs& args) noexcept {
+  return catch_as_status([&] {
+    const Nvfp4LayoutDesc& d = layout_.descriptor();
+    const int64_t num_tokens = check_read(args, d);
+    ReadJob job{};
+    job.desc = &d;
+    job.cache = static_cast<const uint8_t*>(args.cache.data);
+    job.slot_mapping = args.slot_mapping;
+    job.rows[0] = static_cast<float*>(args.key.data);
+    job.rows[1] = static_cast<float*>(args.value.data);
+    for (int k = 0; k < 3; ++k) {
+      job.strides[0][k] = args.key.strides[k];
+      job.strides[1][k] = args.value.strides[k];
+    }
+    job.scale[0] = args.k_scale;
+    job.scale[1] = args.v_scale;
+    parallel_for(num_tokens, threads_, kMinTokensPerThread,
+                 [&](int64_t begin, int64_t end) { read_tokens(job, begin, end); });
+  });
+}
+
+}  // namespace kvq::reference_cpu

@@ -1,0 +1,96 @@
+// The write: check everything (argument_checks.cpp), then quantize every token's K and V rows
+// group by group (nvfp4_quantize_group, steps 1..6 of the format) into the bytes the layout's
+// descriptor places.
+#include "kvq/reference_cpu/reference_writer.h"
+
+#include <cstring>
+
+#include "argument_checks.h"
+#include "backend_options.h"
+#include "element_load.h"
+#include "kvq/layouts/nvfp4_quantize.h"
+#include "parallel_for.h"
+
+namespace kvq::reference_cpu {
+namespace {
+
+// A thread is worth starting for this many tokens (each is H * D * 2 elements).
+constexpr int64_t kMinTokensPerThread = 8;
+
+struct WriteJob {
+  const Nvfp4LayoutDesc* desc;
+  const uint8_t* rows[2];   // key, value: [T, H, D]
+  int64_t strides[2][3];    // in elements
+  TensorView slot_mapping;  // [T]
+  uint8_t* cache;           // [num_blocks, page_bytes]
+  float global_scale[2];    // 1 / k_scale, 1 / v_scale
+};
+
+template <DType T>
+void write_tokens(const WriteJob& job, int64_t begin, int64_t end) {
+  const Nvfp4LayoutDesc& d = *job.desc;
+  constexpr int64_t elem = dtype_size(T);
+  float x[kNvfp4GroupSize];
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t slot = slot_at(job.slot_mapping, i);
+    if (slot < 0) continue;  // padding
+    uint8_t* page = job.cache + static_cast<uint64_t>(slot / d.block_size) * d.page_bytes;
+    const int64_t t = slot % d.block_size;
+    for (int side = 0; side < 2; ++side) {
+      const int64_t* st = job.strides[side];
+      for (int64_t h = 0; h < d.num_heads; ++h) {
+        const uint8_t* row = job.rows[side] + (i * st[0] + h * st[1]) * elem;
+        for (int64_t g = 0; g < d.groups; ++g) {
+          for (int e = 0; e < kNvfp4GroupSize; ++e) {
+            x[e] = load_element<T>(row, (g * kNvfp4GroupSize + e) * st[2]);
+          }
+          const Nvfp4Group q = nvfp4_quantize_group(x, job.global_scale[side]);
+          std::memcpy(page + d.data_offset(side, t, h, g), q.data, kNvfp4GroupBytes);
+          page[d.scale_offset(side, t, h, g)] = q.scale;
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+ReferenceWriter::ReferenceWriter(const BackendOptions& options)
+    : layout_(options.cache), threads_(check_backend_options(options)) {}
+
+Status ReferenceWriter::write(const WriteArgs& args) noexcept {
+  return catch_as_status([&] {
+    const Nvfp4LayoutDesc& d = layout_.descriptor();
+    const CheckedWrite checked = check_write(args, d);  // throws; nothing written yet
+    WriteJob job{};
+    job.desc = &d;
+    job.rows[0] = static_cast<const uint8_t*>(args.key.data);
+    job.rows[1] = static_cast<const uint8_t*>(args.value.data);
+    for (int k = 0; k < 3; ++k) {
+      job.strides[0][k] = args.key.strides[k];
+      job.strides[1][k] = args.value.strides[k];
+    }
+    job.slot_mapping = args.slot_mapping;
+    job.cache = static_cast<uint8_t*>(args.cache.data);
+    job.global_scale[0] = nvfp4_global_scale(checked.k_scale);
+    job.global_scale[1] = nvfp4_global_scale(checked.v_scale);
+
+    auto run = [&](auto write_range) {
+      parallel_for(checked.num_tokens, threads_, kMinTokensPerThread,
+                   [&](int64_t begin, int64_t end) { write_range(job, begin, end); });
+    };
+    switch (args.key.dtype) {
+      case DType::bf16: run(write_tokens<DType::bf16>); break;
+      case DType::f16: run(write_tokens<DType::f16>); break;
+      default: run(write_tokens<DType::f32>); break;  // check_write allowed nothing else
+    }
+  });
+}
+
+Status ReferenceWriter::take_out_of_range_slots(int64_t* count) noexcept {
+  if (count == nullptr) return {ErrorCode::invalid_argument, "count: null pointer"};
+  *count = 0;
+  return Status::ok();
+}
+
+}  // namespace kvq::reference_cpu

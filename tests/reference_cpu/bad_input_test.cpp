@@ -1,0 +1,247 @@
+// Bad writes: each is refused with its exact message, and the cache is left bit-for-bit as it was
+// (the bad value sits after good tokens, so a writer that wrote as it checked would be caught).
+#include <gtest/gtest.h>
+
+#include <limits>
+#include <random>
+
+#include "kvq/core/status.h"
+#include "kvq/reference_cpu/reference_reader.h"
+#include "kvq/reference_cpu/reference_writer.h"
+#include "reference_test_util.h"
+
+namespace kvq {
+namespace {
+
+// num_blocks 4 x block_size 16 = 64 slots; H = 2, D = 64; page = 2 * (2*16*32 + 2*16*4) = 2304.
+constexpr int64_t kBlocks = 4, kBlockSize = 16, kHeads = 2, kHeadSize = 64, kPage = 2304;
+constexpr int64_t kTokens = 8;
+
+class BadWrite : public ::testing::Test {
+ protected:
+  reference_cpu::ReferenceWriter writer{test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize)};
+  std::vector<uint16_t> key = std::vector<uint16_t>(kTokens * kHeads * kHeadSize, 0x3f80);
+  std::vector<uint16_t> value = std::vector<uint16_t>(kTokens * kHeads * kHeadSize, 0xbf80);
+  std::vector<int64_t> slots = {0, 17, 33, 49, -1, 2, 63, 40};
+  std::vector<uint8_t> cache = std::vector<uint8_t>(kBlocks * kPage);
+  std::vector<uint8_t> before;
+  WriteArgs args;
+
+  void SetUp() override {
+    ASSERT_EQ(writer.layout().page_bytes(), static_cast<uint64_t>(kPage));
+    std::mt19937 rng(3);
+    for (auto& b : cache) b = static_cast<uint8_t>(rng());
+    before = cache;
+    args.key = make_view(key.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
+    args.value = make_view(value.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
+    args.slot_mapping = make_view(slots.data(), DType::i64, {kTokens});
+    args.cache = make_view(cache.data(), DType::u8, {kBlocks, kPage});
+  }
+
+  void expect_refused(ErrorCode code, const std::string& message) {
+    const Status s = writer.write(args);
+    EXPECT_FALSE(s.is_ok()) << "expected: " << message;
+    EXPECT_EQ(s.code(), code) << s.message();
+    EXPECT_EQ(s.message(), message);
+    EXPECT_TRUE(cache == before) << "a refused write changed the cache";
+  }
+};
+
+TEST_F(BadWrite, TheUnchangedArgumentsAreFine) {
+  const Status s = writer.write(args);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_FALSE(cache == before);
+  int64_t skipped = -1;
+  ASSERT_TRUE(writer.take_out_of_range_slots(&skipped).is_ok());
+  EXPECT_EQ(skipped, 0);
+}
+
+TEST_F(BadWrite, SlotOutOfRange) {
+  slots[7] = 64;
+  expect_refused(ErrorCode::out_of_range,
+                 "slot_mapping[7] = 64: expected < 64 (num_blocks 4 x block_size 16; negative "
+                 "slots are padding)");
+  slots[7] = std::numeric_limits<int64_t>::max();
+  expect_refused(ErrorCode::out_of_range,
+                 "slot_mapping[7] = 9223372036854775807: expected < 64 (num_blocks 4 x "
+                 "block_size 16; negative slots are padding)");
+}
+
+TEST_F(BadWrite, SlotOutOfRangeAsInt32) {
+  std::vector<int32_t> s32 = {0, 1, 2, 3, 4, 5, 6, 4096};
+  args.slot_mapping = make_view(s32.data(), DType::i32, {kTokens});
+  expect_refused(ErrorCode::out_of_range,
+                 "slot_mapping[7] = 4096: expected < 64 (num_blocks 4 x block_size 16; negative "
+                 "slots are padding)");
+}
+
+TEST_F(BadWrite, SameSlotTwice) {
+  slots[5] = 33;  // slot_mapping[2] has it
+  slots[7] = 0;   // and slot_mapping[0]: the earliest repeat (index 5) is reported
+  expect_refused(ErrorCode::invalid_argument,
+                 "slot_mapping[5] = 33: the same slot as slot_mapping[2]: expected each slot at "
+                 "most once per write");
+}
+
+TEST_F(BadWrite, WrongDtypes) {
+  args.key.dtype = DType::i32;
+  expect_refused(ErrorCode::invalid_argument, "key: dtype i32: expected bf16, f16 or f32");
+  args.key.dtype = DType::bf16;
+  args.value.dtype = DType::f16;
+  expect_refused(ErrorCode::invalid_argument, "value: dtype f16: expected bf16 (the dtype of key)");
+  args.value.dtype = DType::bf16;
+  args.slot_mapping.dtype = DType::f32;
+  expect_refused(ErrorCode::invalid_argument, "slot_mapping: dtype f32: expected i64 or i32");
+  args.slot_mapping.dtype = DType::i64;
+  args.cache.dtype = DType::i32;
+  expect_refused(ErrorCode::invalid_argument, "cache: dtype i32: expected u8");
+}
+
+TEST_F(BadWrite, WrongShapes) {
+  args.key = make_view(key.data(), DType::bf16, {kTokens, 4, 32});
+  expect_refused(ErrorCode::invalid_argument, "key.shape[1] = 4: expected 2 (num_kv_heads)");
+  args.key = make_view(key.data(), DType::bf16, {kTokens * 2, 1, kHeadSize});
+  expect_refused(ErrorCode::invalid_argument, "key.shape[1] = 1: expected 2 (num_kv_heads)");
+  args.key = make_view(key.data(), DType::bf16, {kTokens, kHeads, kHeadSize / 2});
+  expect_refused(ErrorCode::invalid_argument, "key.shape[2] = 32: expected 64 (head_size)");
+  args.key = make_view(key.data(), DType::bf16, {kTokens, kHeads * kHeadSize});
+  expect_refused(ErrorCode::invalid_argument,
+                 "key: [8, 128] bf16 cpu: expected 3 dimensions [num_tokens, num_kv_heads, "
+                 "head_size]");
+  args.key = make_view(key.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
+  args.value = make_view(value.data(), DType::bf16, {kTokens - 1, kHeads, kHeadSize});
+  expect_refused(ErrorCode::invalid_argument, "value.shape[0] = 7: expected 8 (num_tokens of key)");
+}
+
+TEST_F(BadWrite, TokenCountOfKeyAndSlotMappingDiffer) {
+  args.slot_mapping = make_view(slots.data(), DType::i64, {kTokens - 1});
+  expect_refused(ErrorCode::invalid_argument,
+                 "slot_mapping.shape[0] = 7: expected 8 (num_tokens of key)");
+  args.slot_mapping = make_view(slots.data(), DType::i64, {kTokens, 1});
+  expect_refused(ErrorCode::invalid_argument,
+                 "slot_mapping: [8, 1] i64 cpu: expected 1 dimension [num_tokens]");
+}
+
+TEST_F(BadWrite, BadScales) {
+  const std::string rule = ": expected a finite value > 0 (a dequantization scale, amax / 448)";
+  args.k_scale = 0.0f;
+  expect_refused(ErrorCode::invalid_argument, "k_scale = 0" + rule);
+  args.k_scale = -1.0f;
+  expect_refused(ErrorCode::invalid_argument, "k_scale = -1" + rule);
+  args.k_scale = 1.0f;
+  args.v_scale = std::numeric_limits<float>::quiet_NaN();
+  expect_refused(ErrorCode::invalid_argument, "v_scale = nan" + rule);
+  args.v_scale = std::numeric_limits<float>::infinity();
+  expect_refused(ErrorCode::invalid_argument, "v_scale = inf" + rule);
+  args.v_scale = 1.0f;
+  float zero = 0.0f;
+  args.k_scale_ptr = &zero;
+  expect_refused(ErrorCode::invalid_argument, "*k_scale_ptr = 0" + rule);
+}
+
+TEST_F(BadWrite, CacheTooSmallOrStrided) {
+  args.cache = make_view(cache.data(), DType::u8, {kBlocks - 1, kPage});
+  expect_refused(ErrorCode::invalid_argument,
+                 "cache: shape [3, 2304]: expected [4, 2304] (num_blocks x page_bytes; the buffer "
+                 "is too small)");
+  args.cache = make_view(cache.data(), DType::u8, {kBlocks, kPage - 1});
+  expect_refused(ErrorCode::invalid_argument,
+                 "cache: shape [4, 2303]: expected [4, 2304] (num_blocks x page_bytes; the buffer "
+                 "is too small)");
+  args.cache = make_view(cache.data(), DType::u8, {kBlocks / 2, kPage});
+  args.cache.shape[0] = kBlocks;
+  args.cache.strides[0] = kPage / 2;
+  expect_refused(ErrorCode::invalid_argument,
+                 "cache: strides [1152, 1]: expected contiguous [2304, 1]");
+  args.cache = make_view(cache.data(), DType::u8, {kBlocks * kPage});
+  expect_refused(ErrorCode::invalid_argument,
+                 "cache: [9216] u8 cpu: expected 2 dimensions [num_blocks, page_bytes]");
+}
+
+TEST_F(BadWrite, DevicesStridesAndAliasing) {
+  args.key.device = Device::cuda(0);
+  expect_refused(ErrorCode::invalid_argument,
+                 "key: [8, 2, 64] bf16 cuda:0: expected host memory (cpu): reference_cpu runs on "
+                 "the CPU");
+  args.key.device = Device::cpu();
+  args.value.strides[1] = -64;
+  expect_refused(ErrorCode::invalid_argument,
+                 "value.stride(1) = -64: expected >= 0 (negative strides are not supported)");
+  args.value.strides[1] = 64;
+  args.key.data = nullptr;
+  expect_refused(ErrorCode::invalid_argument,
+                 "key: [8, 2, 64] bf16 cpu has no data (null pointer)");
+  args.key = make_view(cache.data() + 100, DType::bf16, {kTokens, kHeads, kHeadSize});
+  expect_refused(ErrorCode::invalid_argument,
+                 "key and cache share memory: expected separate buffers");
+}
+
+TEST(BadBackendOptions, DeviceThreadsAndLayout) {
+  auto o = test::options_for(4, 16, 2, 64);
+  o.device = Device::cuda(0);
+  try {
+    reference_cpu::ReferenceWriter w(o);
+    FAIL() << "accepted a CUDA device";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::unavailable);
+    EXPECT_STREQ(e.what(),
+                 "reference_cpu works on host memory: device cuda:0 is not supported (use device: "
+                 "cpu or auto)");
+  }
+  o = test::options_for(4, 16, 2, 64);
+  o.threads = -2;
+  EXPECT_THROW(reference_cpu::ReferenceReader r(o), Error);
+  // The layout's own refusal passes through with the config key at fault.
+  try {
+    reference_cpu::ReferenceWriter w(test::options_for(4, 16, 2, 80));
+    FAIL() << "accepted head_size 80 with sm100_swizzled V scales";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_EQ(e.key(), "cache.head_size");
+  }
+}
+
+class BadRead : public ::testing::Test {
+ protected:
+  reference_cpu::ReferenceReader reader{test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize)};
+  std::vector<uint8_t> cache = std::vector<uint8_t>(kBlocks * kPage, 0x11);
+  std::vector<int64_t> slots = {3, -1, 63, 5};
+  std::vector<float> key = std::vector<float>(4 * kHeads * kHeadSize, 9.0f);
+  std::vector<float> value = std::vector<float>(4 * kHeads * kHeadSize, 9.0f);
+  ReadArgs args;
+
+  void SetUp() override {
+    args.cache = make_view(cache.data(), DType::u8, {kBlocks, kPage});
+    args.slot_mapping = make_view(slots.data(), DType::i64, {4});
+    args.key = make_view(key.data(), DType::f32, {4, kHeads, kHeadSize});
+    args.value = make_view(value.data(), DType::f32, {4, kHeads, kHeadSize});
+  }
+  void expect_refused(ErrorCode code, const std::string& message) {
+    const Status s = reader.read(args);
+    EXPECT_EQ(s.code(), code) << s.message();
+    EXPECT_EQ(s.message(), message);
+    for (float x : key) ASSERT_EQ(x, 9.0f) << "a refused read wrote its output";
+  }
+};
+
+TEST_F(BadRead, Refusals) {
+  ASSERT_TRUE(BadRead::reader.read(args).is_ok());
+  std::fill(key.begin(), key.end(), 9.0f);
+  slots[2] = 64;
+  expect_refused(ErrorCode::out_of_range,
+                 "slot_mapping[2] = 64: expected < 64 (num_blocks 4 x block_size 16; negative "
+                 "slots are padding)");
+  slots[2] = 63;
+  args.key.dtype = DType::bf16;
+  expect_refused(ErrorCode::invalid_argument, "key: dtype bf16: expected f32 (dequantized output)");
+  args.key = make_view(key.data(), DType::f32, {3, kHeads, kHeadSize});
+  expect_refused(ErrorCode::invalid_argument,
+                 "key.shape[0] = 3: expected 4 (num_tokens of slot_mapping)");
+  args.key = make_view(key.data(), DType::f32, {4, kHeads, kHeadSize});
+  args.value = args.key;
+  expect_refused(ErrorCode::invalid_argument,
+                 "key and value share memory: expected separate buffers");
+}
+
+}  // namespace
+}  // namespace kvq
