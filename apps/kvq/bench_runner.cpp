@@ -1,0 +1,296 @@
+#include "bench_runner.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "bench_data.h"
+
+namespace kvq::app::bench {
+namespace {
+
+// Memory on the runtime's device, released with the scope.
+class DeviceBuffer {
+ public:
+  DeviceBuffer(DeviceRuntime& runtime, uint64_t bytes, const char* what) : runtime_(&runtime) {
+    if (Status s = runtime.allocate(bytes, &ptr_); !s) {
+      throw Error(s.code(), std::string("allocating ") + what + " (" + std::to_string(bytes) +
+                                " bytes): " + s.message());
+    }
+  }
+  ~DeviceBuffer() { reset(); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  void reset() {
+    if (ptr_) (void)runtime_->release(ptr_);
+    ptr_ = nullptr;
+  }
+  unsigned char* bytes() const { return static_cast<unsigned char*>(ptr_); }
+
+ private:
+  DeviceRuntime* runtime_;
+  void* ptr_ = nullptr;
+};
+
+// Copies `one` (one set's bytes) into each of `sets` consecutive sets at `dst`, through a host
+// staging buffer of at most 64 MiB so that tiny sets cost few copies.
+void upload_replicated(DeviceRuntime& runtime, unsigned char* dst, const void* one,
+                       uint64_t set_bytes, int64_t sets) {
+  if (set_bytes == 0) return;
+  const uint64_t per_copy = std::max<uint64_t>(1, (uint64_t{64} << 20) / set_bytes);
+  const uint64_t staged = std::min<uint64_t>(per_copy, static_cast<uint64_t>(sets));
+  std::vector<unsigned char> staging(staged * set_bytes);
+  for (uint64_t i = 0; i < staged; ++i) std::memcpy(&staging[i * set_bytes], one, set_bytes);
+  for (uint64_t s = 0; s < static_cast<uint64_t>(sets); s += staged) {
+    const uint64_t n = std::min<uint64_t>(staged, static_cast<uint64_t>(sets) - s);
+    throw_if_error(
+        runtime.copy(dst + s * set_bytes, staging.data(), n * set_bytes, CopyKind::host_to_device));
+  }
+}
+
+// Sets that add up to at least `rotation` bytes, at least 2, at most `cap`.
+int64_t sets_for(uint64_t set_bytes, uint64_t rotation, int64_t cap) {
+  const uint64_t want = (rotation + set_bytes - 1) / std::max<uint64_t>(set_bytes, 1);
+  return std::max<int64_t>(2, std::min<int64_t>(cap, static_cast<int64_t>(want)));
+}
+
+TensorView view(DType dtype, std::initializer_list<int64_t> shape, Device device) {
+  return make_view(nullptr, dtype, shape, device);
+}
+
+// The LaunchFn contexts: each launch takes the next input set, so consecutive launches (and the
+// graphs the runtime captures) never reuse data that is still in a cache.
+struct WriteLaunch {
+  KVCacheWriter* writer = nullptr;
+  WriteArgs args;
+  unsigned char* keys = nullptr;  // [sets][T, H, D] bf16
+  unsigned char* values = nullptr;
+  unsigned char* slots = nullptr;   // [sets][T] i64
+  unsigned char* caches = nullptr;  // [sets][num_blocks, page_bytes] u8
+  uint64_t row_set_bytes = 0, slot_set_bytes = 0, cache_set_bytes = 0;
+  int64_t sets = 0;
+  int64_t next = 0;
+
+  static Status launch(void* context, void* stream) noexcept {
+    auto* w = static_cast<WriteLaunch*>(context);
+    const auto s = static_cast<uint64_t>(w->next++ % w->sets);
+    w->args.key.data = w->keys + s * w->row_set_bytes;
+    w->args.value.data = w->values + s * w->row_set_bytes;
+    w->args.slot_mapping.data = w->slots + s * w->slot_set_bytes;
+    w->args.cache.data = w->caches + s * w->cache_set_bytes;
+    w->args.stream = stream;
+    return w->writer->write(w->args);
+  }
+};
+
+struct ReadLaunch {
+  KVCacheReader* reader = nullptr;
+  ReadArgs args;
+  unsigned char* slots = nullptr;
+  unsigned char* caches = nullptr;
+  unsigned char* keys = nullptr;  // out: [sets][T, H, D] f32
+  unsigned char* values = nullptr;
+  uint64_t out_set_bytes = 0, slot_set_bytes = 0, cache_set_bytes = 0;
+  int64_t sets = 0;
+  int64_t next = 0;
+
+  static Status launch(void* context, void* stream) noexcept {
+    auto* r = static_cast<ReadLaunch*>(context);
+    const auto s = static_cast<uint64_t>(r->next++ % r->sets);
+    r->args.cache.data = r->caches + s * r->cache_set_bytes;
+    r->args.slot_mapping.data = r->slots + s * r->slot_set_bytes;
+    r->args.key.data = r->keys + s * r->out_set_bytes;
+    r->args.value.data = r->values + s * r->out_set_bytes;
+    r->args.stream = stream;
+    return r->reader->read(r->args);
+  }
+};
+
+uint64_t case_seed(uint64_t seed, const Case& c) {
+  uint64_t h = seed;
+  for (int64_t v : {c.num_kv_heads, c.head_size, c.block_size, c.tokens}) {
+    h = (h ^ static_cast<uint64_t>(v)) * 0x100000001B3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+CaseRunner::CaseRunner(Target target, Settings settings)
+    : target_(std::move(target)), settings_(std::move(settings)) {
+  if (!target_.runtime || !target_.make_writer) {
+    throw Error(ErrorCode::internal, "bench: a target needs a runtime and a writer factory");
+  }
+  throw_if_error(target_.runtime->allocate(settings_.rotation_bytes, &scrub_));
+}
+
+CaseRunner::~CaseRunner() {
+  if (scrub_) (void)target_.runtime->release(scrub_);
+}
+
+void CaseRunner::scrub_caches() {
+  throw_if_error(target_.runtime->fill(scrub_, 0x3C, settings_.rotation_bytes));
+  throw_if_error(target_.runtime->synchronize());
+}
+
+CaseResult CaseRunner::run(const Case& c) {
+  CaseResult r;
+  r.c = c;
+  try {
+    run_or_throw(c, r);
+  } catch (const std::exception& e) {
+    r.error = e.what();
+  }
+  return r;
+}
+
+Measurement CaseRunner::time_launches(LaunchFn launch, void* context, bool graph_allowed,
+                                      const ByteCounts& bytes, int64_t sets) {
+  DeviceRuntime& rt = *target_.runtime;
+  Measurement m;
+  m.bytes = bytes;
+  m.sets = sets;
+
+  int32_t iterations = settings_.max_iterations;
+  if (settings_.iterations) {
+    iterations = *settings_.iterations;
+  } else {
+    // One launch after one warm-up says how many fit the budget (slow CPU cases).
+    std::vector<double> probe;
+    throw_if_error(rt.time(launch, context, TimingOptions{1, 1, false}, &probe));
+    const double ms = std::max(probe.at(0), 1e-6);
+    const double fit = std::floor(settings_.budget_ms / ms);
+    iterations = static_cast<int32_t>(
+        std::clamp<double>(fit, settings_.min_iterations, settings_.max_iterations));
+  }
+
+  std::vector<double> samples;
+  throw_if_error(
+      rt.time(launch, context, TimingOptions{settings_.warmup, iterations, false}, &samples));
+  m.direct = summarize(std::move(samples));
+
+  if (!graph_allowed) {
+    m.graph_note = "T > " + std::to_string(settings_.graph_max_tokens);
+    return m;
+  }
+  std::vector<double> graph_samples;
+  Status s =
+      rt.time(launch, context, TimingOptions{settings_.warmup, iterations, true}, &graph_samples);
+  if (s.code() == ErrorCode::unavailable) {
+    m.graph_note = s.message();
+  } else {
+    throw_if_error(s);
+    m.graph = summarize(std::move(graph_samples));
+  }
+  return m;
+}
+
+void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
+  DeviceRuntime& rt = *target_.runtime;
+  const Device device = rt.device();
+  const uint64_t seed = case_seed(settings_.seed, c);
+  const SlotPlan plan = make_slot_plan(c.tokens, c.block_size, seed);
+  r.valid_tokens = plan.valid_tokens;
+  r.padding_tokens = c.tokens - plan.valid_tokens;
+  r.num_blocks = plan.num_blocks;
+
+  BackendOptions options = target_.base;
+  options.cache.num_kv_heads = c.num_kv_heads;
+  options.cache.head_size = c.head_size;
+  options.cache.block_size = c.block_size;
+  options.cache.num_blocks = plan.num_blocks;
+  if (c.threads > 0) options.threads = c.threads;
+
+  std::shared_ptr<KVCacheWriter> writer = target_.make_writer(options);
+  const PageLayout& layout = writer->layout();
+  r.page_bytes = layout.page_bytes();
+  RowBytes row;
+  row.packed_row_bytes = layout.groups() * (layout.data_bytes_per_group() + 1);
+
+  const auto T = c.tokens, H = c.num_kv_heads, D = c.head_size;
+  const auto elements = static_cast<uint64_t>(T * H * D);
+  const uint64_t row_set_bytes = elements * 2;  // bf16
+  const uint64_t slot_set_bytes = static_cast<uint64_t>(T) * 8;
+  const uint64_t cache_set_bytes = layout.cache_bytes();
+  const int64_t sets = sets_for(2 * row_set_bytes + slot_set_bytes + cache_set_bytes,
+                                settings_.rotation_bytes, settings_.max_sets);
+
+  // One set's contents on the host, replicated into every set on the device.
+  DeviceBuffer slots(rt, slot_set_bytes * sets, "slot mappings");
+  DeviceBuffer caches(rt, cache_set_bytes * sets, "caches");
+  upload_replicated(rt, slots.bytes(), plan.slots.data(), slot_set_bytes, sets);
+  {
+    std::vector<uint8_t> page_bytes(cache_set_bytes);
+    fill_random_page_bytes(page_bytes.data(), page_bytes.size(), seed + 3);
+    upload_replicated(rt, caches.bytes(), page_bytes.data(), cache_set_bytes, sets);
+  }
+  const bool graph_allowed = T <= settings_.graph_max_tokens;
+
+  {
+    DeviceBuffer keys(rt, row_set_bytes * sets, "keys");
+    DeviceBuffer values(rt, row_set_bytes * sets, "values");
+    std::vector<uint16_t> host(elements);
+    fill_random_bf16(host.data(), host.size(), seed + 1);
+    upload_replicated(rt, keys.bytes(), host.data(), row_set_bytes, sets);
+    fill_random_bf16(host.data(), host.size(), seed + 2);
+    upload_replicated(rt, values.bytes(), host.data(), row_set_bytes, sets);
+    host = {};
+
+    WriteLaunch w;
+    w.writer = writer.get();
+    w.args.key = view(DType::bf16, {T, H, D}, device);
+    w.args.value = w.args.key;
+    w.args.slot_mapping = view(DType::i64, {T}, device);
+    w.args.cache = view(DType::u8, {plan.num_blocks, static_cast<int64_t>(r.page_bytes)}, device);
+    w.args.k_scale = options.cache.k_scale;
+    w.args.v_scale = options.cache.v_scale;
+    w.keys = keys.bytes();
+    w.values = values.bytes();
+    w.slots = slots.bytes();
+    w.caches = caches.bytes();
+    w.row_set_bytes = row_set_bytes;
+    w.slot_set_bytes = slot_set_bytes;
+    w.cache_set_bytes = cache_set_bytes;
+    w.sets = sets;
+    scrub_caches();
+    r.write = time_launches(&WriteLaunch::launch, &w, graph_allowed,
+                            write_bytes(T, plan.valid_tokens, H, D, row), sets);
+    int64_t skipped = 0;
+    throw_if_error(writer->take_out_of_range_slots(&skipped));
+    if (skipped != 0) {
+      throw Error(ErrorCode::internal, "the writer skipped " + std::to_string(skipped) +
+                                           " out-of-range slots; the bench makes none");
+    }
+  }  // keys and values released before the reader's outputs are allocated
+
+  if (!target_.make_reader) return;
+  std::shared_ptr<KVCacheReader> reader = target_.make_reader(options);
+  const uint64_t out_set_bytes = elements * 4;  // f32
+  const int64_t read_sets =
+      std::min(sets, sets_for(2 * out_set_bytes + slot_set_bytes + cache_set_bytes,
+                              settings_.rotation_bytes, settings_.max_sets));
+  DeviceBuffer keys_out(rt, out_set_bytes * read_sets, "reader key outputs");
+  DeviceBuffer values_out(rt, out_set_bytes * read_sets, "reader value outputs");
+  ReadLaunch rl;
+  rl.reader = reader.get();
+  rl.args.cache = view(DType::u8, {plan.num_blocks, static_cast<int64_t>(r.page_bytes)}, device);
+  rl.args.slot_mapping = view(DType::i64, {T}, device);
+  rl.args.key = view(DType::f32, {T, H, D}, device);
+  rl.args.value = rl.args.key;
+  rl.args.k_scale = options.cache.k_scale;
+  rl.args.v_scale = options.cache.v_scale;
+  rl.slots = slots.bytes();
+  rl.caches = caches.bytes();
+  rl.keys = keys_out.bytes();
+  rl.values = values_out.bytes();
+  rl.out_set_bytes = out_set_bytes;
+  rl.slot_set_bytes = slot_set_bytes;
+  rl.cache_set_bytes = cache_set_bytes;
+  rl.sets = read_sets;
+  scrub_caches();
+  r.read = time_launches(&ReadLaunch::launch, &rl, graph_allowed,
+                         read_bytes(T, plan.valid_tokens, H, D, row), read_sets);
+}
+
+}  // namespace kvq::app::bench

@@ -1,0 +1,80 @@
+#pragma once
+// Runs one bench case: allocates rotated input sets on the backend's device, times the writer
+// (direct launches, and CUDA-graph replays for small T) and then the reader, through the
+// backend's DeviceRuntime. Knows nothing of plugins: a Target is three factories and a runtime,
+// so unit tests can drive it with fakes.
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include "bench_plan.h"
+#include "bench_stats.h"
+#include "kvq/core/device_runtime.h"
+#include "kvq/core/kv_cache.h"
+#include "kvq/core/plugin_abi.h"
+
+namespace kvq::app::bench {
+
+struct Target {
+  DeviceRuntime* runtime = nullptr;
+  std::function<std::shared_ptr<KVCacheWriter>(const BackendOptions&)> make_writer;
+  std::function<std::shared_ptr<KVCacheReader>(const BackendOptions&)> make_reader;  // optional
+  BackendOptions base;  // layout words, scales and device from the config; geometry is per case
+};
+
+struct Settings {
+  std::optional<int32_t> iterations;  // --iterations: exactly this many timed runs per timing
+  int32_t max_iterations = 50;  // otherwise this many, fewer when a launch is slow (budget_ms) ...
+  int32_t min_iterations = 5;   // ... but never fewer than this
+  double budget_ms = 1000;      // per timing
+  int32_t warmup = 3;
+  uint64_t rotation_bytes = uint64_t{256} << 20;  // sets rotated add up to at least this
+  int64_t max_sets = 1024;  // more than the launches of one case: every launch gets fresh data
+  int64_t graph_max_tokens = 1024;  // graph replays are timed for T up to this
+  uint64_t seed = 0x6b7671;
+};
+
+struct Measurement {
+  ByteCounts bytes;  // the least a launch must move
+  int64_t sets = 0;  // input sets rotated
+  TimingSummary direct;
+  std::optional<TimingSummary> graph;
+  std::string graph_note;  // why there is no graph timing
+};
+
+struct CaseResult {
+  Case c;
+  int64_t valid_tokens = 0;
+  int64_t padding_tokens = 0;
+  int64_t num_blocks = 0;
+  uint64_t page_bytes = 0;
+  std::optional<Measurement> write;
+  std::optional<Measurement> read;
+  std::string error;  // non-empty when the case failed (the other fields say how far it got)
+};
+
+class CaseRunner {
+ public:
+  // Allocates the cache scrub buffer (settings.rotation_bytes) on the runtime's device. Throws.
+  CaseRunner(Target target, Settings settings);
+  ~CaseRunner();
+  CaseRunner(const CaseRunner&) = delete;
+  CaseRunner& operator=(const CaseRunner&) = delete;
+
+  // Never throws for a failing case: the error is in the result.
+  CaseResult run(const Case& c);
+
+ private:
+  void run_or_throw(const Case& c, CaseResult& r);
+  Measurement time_launches(LaunchFn launch, void* context, bool graph_allowed,
+                            const ByteCounts& bytes, int64_t sets);
+  void scrub_caches();  // overwrites settings.rotation_bytes so that no input stays cached
+
+  Target target_;
+  Settings settings_;
+  void* scrub_ = nullptr;
+};
+
+}  // namespace kvq::app::bench

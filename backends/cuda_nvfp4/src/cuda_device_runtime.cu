@@ -1,0 +1,364 @@
+// CudaDeviceRuntime: cudaMalloc'd memory, copies and fills on one non-blocking stream, and
+// event-timed launches (direct or CUDA-graph replays) for `kvq bench`.
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "cuda_device_runtime.h"
+
+namespace kvq::cuda_nvfp4 {
+namespace {
+
+// "cudaMalloc(1073741824 bytes) on cuda:0 failed: out of memory (cudaErrorMemoryAllocation)".
+// Clears the error so that a later cudaGetLastError() (a writer's launch check) does not report
+// it again; sticky errors (a faulted kernel) stay, as they must.
+Status cuda_failure(cudaError_t err, const std::string& call, int ordinal) {
+  (void)cudaGetLastError();
+  const ErrorCode code = (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
+                             ? ErrorCode::unavailable
+                             : ErrorCode::runtime;
+  return {code, call + " on cuda:" + std::to_string(ordinal) +
+                    " failed: " + cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")"};
+}
+
+// Evaluates `call`; on failure returns the Status naming `what` (only built on failure, so the
+// timing loops pay nothing for it).
+#define KVQ_CUDA_RETURN_IF_ERROR(call, what)                                            \
+  do {                                                                                  \
+    const cudaError_t kvq_cuda_err = (call);                                            \
+    if (kvq_cuda_err != cudaSuccess) return cuda_failure(kvq_cuda_err, what, ordinal_); \
+  } while (0)
+
+// Makes `ordinal` current for a scope and puts the caller's device back afterwards.
+class DeviceScope {
+ public:
+  explicit DeviceScope(int ordinal) : ordinal_(ordinal) {
+    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
+    error_ = previous_ == ordinal ? cudaSuccess : cudaSetDevice(ordinal);
+  }
+  ~DeviceScope() {
+    if (previous_ >= 0 && previous_ != ordinal_) (void)cudaSetDevice(previous_);
+  }
+  DeviceScope(const DeviceScope&) = delete;
+  DeviceScope& operator=(const DeviceScope&) = delete;
+  cudaError_t error() const { return error_; }
+
+ private:
+  int ordinal_;
+  int previous_ = -1;
+  cudaError_t error_ = cudaSuccess;
+};
+
+// Events created together and destroyed with the scope.
+class EventSet {
+ public:
+  ~EventSet() {
+    for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
+  }
+  cudaError_t create(std::size_t n) {
+    events_.reserve(n);
+    for (std::size_t i = 0; i < n; ++i) {
+      cudaEvent_t e = nullptr;
+      if (cudaError_t err = cudaEventCreate(&e); err != cudaSuccess) return err;
+      events_.push_back(e);
+    }
+    return cudaSuccess;
+  }
+  cudaEvent_t operator[](std::size_t i) const { return events_[i]; }
+
+ private:
+  std::vector<cudaEvent_t> events_;
+};
+
+// Instantiated graphs destroyed with the scope.
+class GraphExecs {
+ public:
+  ~GraphExecs() {
+    for (cudaGraphExec_t g : execs_) (void)cudaGraphExecDestroy(g);
+  }
+  void add(cudaGraphExec_t g) { execs_.push_back(g); }
+  cudaGraphExec_t operator[](std::size_t i) const { return execs_[i]; }
+  std::size_t size() const { return execs_.size(); }
+
+ private:
+  std::vector<cudaGraphExec_t> execs_;
+};
+
+// A device buffer freed with the scope.
+struct DeviceBuffer {
+  void* ptr = nullptr;
+  ~DeviceBuffer() {
+    if (ptr) (void)cudaFree(ptr);
+  }
+};
+
+double median_of(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  const std::size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+}  // namespace
+
+Status CudaDeviceRuntime::create(int ordinal, CudaDeviceRuntime** out) noexcept {
+  return catch_as_status([&] {
+    *out = nullptr;
+    int count = 0;
+    if (cudaError_t err = cudaGetDeviceCount(&count); err != cudaSuccess) {
+      (void)cudaGetLastError();
+      throw Error(ErrorCode::unavailable,
+                  std::string("no usable CUDA device: cudaGetDeviceCount: ") +
+                      cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")");
+    }
+    if (ordinal < 0 || ordinal >= count) {
+      throw Error(ErrorCode::unavailable, "cuda:" + std::to_string(ordinal) +
+                                              " requested, but this machine has " +
+                                              std::to_string(count) + " CUDA device(s)");
+    }
+    auto check = [&](cudaError_t err, const char* call) {
+      if (err != cudaSuccess) throw Error(cuda_failure(err, call, ordinal));
+    };
+    cudaDeviceProp prop{};
+    check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
+    DeviceScope scope(ordinal);
+    check(scope.error(), "cudaSetDevice");
+    cudaStream_t stream = nullptr;
+    check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
+    std::string name = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
+                       std::to_string(prop.minor) + ")";
+    *out = new CudaDeviceRuntime(ordinal, std::move(name), stream);
+  });
+}
+
+CudaDeviceRuntime::~CudaDeviceRuntime() {
+  DeviceScope scope(ordinal_);
+  (void)cudaStreamSynchronize(stream_);
+  (void)cudaStreamDestroy(stream_);
+}
+
+Status CudaDeviceRuntime::allocate(std::size_t bytes, void** out) noexcept {
+  *out = nullptr;
+  DeviceScope scope(ordinal_);
+  KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
+  KVQ_CUDA_RETURN_IF_ERROR(cudaMalloc(out, bytes),
+                           "cudaMalloc(" + std::to_string(bytes) + " bytes)");
+  return Status::ok();
+}
+
+Status CudaDeviceRuntime::release(void* ptr) noexcept {
+  if (!ptr) return Status::ok();
+  DeviceScope scope(ordinal_);
+  KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
+  KVQ_CUDA_RETURN_IF_ERROR(cudaFree(ptr), "cudaFree");
+  return Status::ok();
+}
+
+Status CudaDeviceRuntime::copy(void* dst, const void* src, std::size_t bytes,
+                               CopyKind kind) noexcept {
+  if (bytes == 0) return Status::ok();
+  cudaMemcpyKind cuda_kind = cudaMemcpyDeviceToDevice;
+  const char* name = "device-to-device";
+  switch (kind) {
+    case CopyKind::host_to_device:
+      cuda_kind = cudaMemcpyHostToDevice;
+      name = "host-to-device";
+      break;
+    case CopyKind::device_to_host:
+      cuda_kind = cudaMemcpyDeviceToHost;
+      name = "device-to-host";
+      break;
+    case CopyKind::device_to_device: break;
+  }
+  DeviceScope scope(ordinal_);
+  KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
+  KVQ_CUDA_RETURN_IF_ERROR(
+      cudaMemcpyAsync(dst, src, bytes, cuda_kind, stream_),
+      std::string("cudaMemcpyAsync(") + std::to_string(bytes) + " bytes, " + name + ")");
+  // The host buffer may be reused (or read) as soon as we return.
+  if (kind != CopyKind::device_to_device) {
+    KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                             std::string("cudaStreamSynchronize after a ") + name + " copy");
+  }
+  return Status::ok();
+}
+
+Status CudaDeviceRuntime::fill(void* dst, uint8_t byte, std::size_t bytes) noexcept {
+  if (bytes == 0) return Status::ok();
+  DeviceScope scope(ordinal_);
+  KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
+  KVQ_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, byte, bytes, stream_),
+                           "cudaMemsetAsync(" + std::to_string(bytes) + " bytes)");
+  return Status::ok();
+}
+
+Status CudaDeviceRuntime::synchronize() noexcept {
+  DeviceScope scope(ordinal_);
+  KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
+  KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
+  return Status::ok();
+}
+
+Status CudaDeviceRuntime::time(LaunchFn launch, void* context, const TimingOptions& options,
+                               std::vector<double>* milliseconds) noexcept {
+  milliseconds->clear();
+  if (options.iterations < 1 || options.warmup < 0) {
+    return {ErrorCode::invalid_argument,
+            "timing: expected iterations >= 1 and warmup >= 0, got iterations " +
+                std::to_string(options.iterations) + ", warmup " + std::to_string(options.warmup)};
+  }
+  DeviceScope scope(ordinal_);
+  KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
+  return options.graph ? time_graph(launch, context, options, milliseconds)
+                       : time_direct(launch, context, options, milliseconds);
+}
+
+Status CudaDeviceRuntime::time_direct(LaunchFn launch, void* context, const TimingOptions& options,
+                                      std::vector<double>* milliseconds) noexcept {
+  const auto n = static_cast<std::size_t>(options.iterations);
+  EventSet events;  // [start 0, stop 0, start 1, stop 1, ...]
+  KVQ_CUDA_RETURN_IF_ERROR(events.create(2 * n), "cudaEventCreate");
+  for (int i = 0; i < options.warmup; ++i) {
+    if (Status s = launch(context, stream_); !s) return s;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
+    if (Status s = launch(context, stream_); !s) return s;
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+  }
+  KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                           "cudaStreamSynchronize after the timed launches");
+  milliseconds->reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float ms = 0;
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
+                             "cudaEventElapsedTime");
+    milliseconds->push_back(static_cast<double>(ms));
+  }
+  return Status::ok();
+}
+
+Status CudaDeviceRuntime::time_graph(LaunchFn launch, void* context, const TimingOptions& options,
+                                     std::vector<double>* milliseconds) noexcept {
+  const auto n = static_cast<std::size_t>(options.iterations);
+  // Direct warm-up first: module loading and first-use allocations must not happen in a capture.
+  for (int i = 0; i < options.warmup; ++i) {
+    if (Status s = launch(context, stream_); !s) return s;
+  }
+  KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                           "cudaStreamSynchronize after the warm-up launches");
+
+  GraphExecs execs;
+  const std::size_t graphs = std::min<std::size_t>(n, kMaxGraphs);
+  for (std::size_t g = 0; g < graphs; ++g) {
+    KVQ_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
+                             "cudaStreamBeginCapture");
+    const Status launched = launch(context, stream_);
+    cudaGraph_t graph = nullptr;
+    const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
+    if (!launched) {
+      if (graph) (void)cudaGraphDestroy(graph);
+      (void)cudaGetLastError();
+      return {launched.code(), "during CUDA graph capture: " + launched.message()};
+    }
+    KVQ_CUDA_RETURN_IF_ERROR(ended,
+                             "cudaStreamEndCapture (the launch did something a CUDA graph cannot "
+                             "hold, such as a synchronizing call)");
+    cudaGraphExec_t exec = nullptr;
+    const cudaError_t instantiated = cudaGraphInstantiate(&exec, graph, 0);
+    (void)cudaGraphDestroy(graph);
+    KVQ_CUDA_RETURN_IF_ERROR(instantiated, "cudaGraphInstantiate");
+    execs.add(exec);
+    KVQ_CUDA_RETURN_IF_ERROR(cudaGraphUpload(exec, stream_), "cudaGraphUpload");
+  }
+  for (std::size_t g = 0; g < execs.size(); ++g) {  // first replays pay one-time costs
+    KVQ_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(execs[g], stream_), "cudaGraphLaunch (warm-up)");
+  }
+
+  EventSet events;
+  KVQ_CUDA_RETURN_IF_ERROR(events.create(2 * n), "cudaEventCreate");
+  for (std::size_t i = 0; i < n; ++i) {
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(execs[i % execs.size()], stream_), "cudaGraphLaunch");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+  }
+  KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                           "cudaStreamSynchronize after the timed graph replays");
+  milliseconds->reserve(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    float ms = 0;
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
+                             "cudaEventElapsedTime");
+    milliseconds->push_back(static_cast<double>(ms));
+  }
+  return Status::ok();
+}
+
+Status CudaDeviceRuntime::copy_bandwidth(std::size_t bytes, double* bytes_per_second) noexcept {
+  *bytes_per_second = 0;
+  if (bytes == 0) return {ErrorCode::invalid_argument, "copy bandwidth: expected bytes > 0"};
+  DeviceScope scope(ordinal_);
+  KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
+  DeviceBuffer src, dst;
+  KVQ_CUDA_RETURN_IF_ERROR(cudaMalloc(&src.ptr, bytes),
+                           "cudaMalloc(" + std::to_string(bytes) + " bytes) for the copy source");
+  KVQ_CUDA_RETURN_IF_ERROR(cudaMalloc(&dst.ptr, bytes),
+                           "cudaMalloc(" + std::to_string(bytes) + " bytes) for the copy target");
+  // Not zeros: a copy of zeros could be served faster than real data.
+  KVQ_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(src.ptr, 0x5A, bytes, stream_), "cudaMemsetAsync");
+  KVQ_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst.ptr, 0xA5, bytes, stream_), "cudaMemsetAsync");
+  for (int i = 0; i < 2; ++i) {
+    KVQ_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync (warm-up)");
+  }
+  EventSet events;
+  KVQ_CUDA_RETURN_IF_ERROR(events.create(2 * kCopyRepeats), "cudaEventCreate");
+  for (int i = 0; i < kCopyRepeats; ++i) {
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
+    KVQ_CUDA_RETURN_IF_ERROR(
+        cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream_),
+        "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, device-to-device)");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+  }
+  KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
+                           "cudaStreamSynchronize after the timed copies");
+  std::vector<double> ms(kCopyRepeats);
+  for (int i = 0; i < kCopyRepeats; ++i) {
+    float m = 0;
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&m, events[2 * i], events[2 * i + 1]),
+                             "cudaEventElapsedTime");
+    ms[static_cast<std::size_t>(i)] = static_cast<double>(m);
+  }
+  const double median_ms = median_of(ms);
+  if (median_ms <= 0) {
+    return {ErrorCode::runtime, "copy bandwidth: the timed copies of " + std::to_string(bytes) +
+                                    " bytes took no measurable time"};
+  }
+  *bytes_per_second = 2.0 * static_cast<double>(bytes) / (median_ms * 1e-3);
+  return Status::ok();
+}
+
+#undef KVQ_CUDA_RETURN_IF_ERROR
+
+}  // namespace kvq::cuda_nvfp4
+
+namespace kvq {
+
+Status make_cuda_device_runtime(const BackendOptions& options, DeviceRuntime** out) noexcept {
+  *out = nullptr;
+  const Device device = options.device.value_or(Device::cuda(0));
+  if (!device.is_cuda()) {
+    return {ErrorCode::invalid_argument,
+            "cuda_nvfp4 runtime: device " + to_string(device) +
+                " requested; this backend works on CUDA devices only (cuda:N)"};
+  }
+  cuda_nvfp4::CudaDeviceRuntime* runtime = nullptr;
+  Status s = cuda_nvfp4::CudaDeviceRuntime::create(device.index, &runtime);
+  *out = runtime;
+  return s;
+}
+
+}  // namespace kvq

@@ -1,0 +1,116 @@
+#!/usr/bin/env python3
+"""Draws `kvq bench --json` results: GB/s against T per shape, with the device's copy
+bandwidth as the ceiling, for the writer and the reader, and their times (direct launches solid,
+CUDA-graph replays dashed).
+
+    plot_bench.py BENCH.json OUT.png     draw
+    plot_bench.py --check                exit 0 when matplotlib can be imported (kvq bench --plot
+                                         calls this before it starts timing)
+Needs python3 and matplotlib (Debian: apt-get install python3-matplotlib).
+"""
+import json
+import sys
+
+
+def load_matplotlib(quiet=False):
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+        return plt
+    except ImportError as e:
+        if quiet:  # --check: kvq tries the next python3 and reports what it tried
+            sys.exit(3)
+        sys.stderr.write(f"plot_bench.py: matplotlib is missing ({e}): "
+                         "apt-get install python3-matplotlib\n")
+        sys.exit(3)
+
+
+def series_key(case):
+    shape = case["shape"]
+    label = f"H={shape['num_kv_heads']} D={shape['head_size']} bs={case['block_size']}"
+    if case.get("threads"):
+        label += f" {case['threads']} thr"
+    return label
+
+
+def collect(cases, side):
+    """label -> sorted [(T, gbps, median_ms, graph_median_ms or None)]"""
+    series = {}
+    for c in cases:
+        m = c.get(side)
+        if c.get("error") or not m:
+            continue
+        graph = m["graph"]["ms"]["median"] if m.get("graph") else None
+        series.setdefault(series_key(c), []).append(
+            (c["tokens"], m["gbps"], m["ms"]["median"], graph))
+    for points in series.values():
+        points.sort()
+    return series
+
+
+def draw(doc, out):
+    plt = load_matplotlib()
+    copy_gbps = doc["copy_bandwidth"]["gbps"]
+    cases = doc["cases"]
+    fig, axes = plt.subplots(2, 2, figsize=(15, 10))
+    cfg = doc["config"]
+    layout = cfg["layout"]
+    fig.suptitle(f"kvq bench: {cfg['backend']} on {doc['device']['name']}, {layout['order']} "
+                 f"K {layout['k_scales']} V {layout['v_scales']} ({doc['date']})")
+    cmap = plt.get_cmap("tab20")
+    from matplotlib.ticker import FuncFormatter
+    plain = FuncFormatter(lambda x, _: f"{x:g}")
+    on_gpu = doc["device"]["id"].startswith("cuda")
+    for col, side in enumerate(("write", "read")):
+        series = collect(cases, side)
+        bw, tm = axes[0][col], axes[1][col]
+        for i, (label, pts) in enumerate(sorted(series.items())):
+            color = cmap(i % 20)
+            t = [p[0] for p in pts]
+            bw.plot(t, [p[1] for p in pts], marker="o", ms=3, color=color, label=label)
+            tm.plot(t, [p[2] * 1e3 for p in pts], marker="o", ms=3, color=color, label=label)
+            g = [(p[0], p[3] * 1e3) for p in pts if p[3] is not None]
+            if g:
+                tm.plot([x for x, _ in g], [y for _, y in g], ls="--", marker="x", ms=3,
+                        color=color)
+        bw.axhline(copy_gbps, color="black", ls="--", lw=1.2,
+                   label=f"copy bandwidth {copy_gbps:.0f} GB/s")
+        bw.set_xscale("log", base=2)
+        bw.set_ylim(bottom=0)
+        bw.xaxis.set_major_formatter(plain)
+        bw.set_xlabel("tokens per write (T)")
+        bw.set_ylabel("GB/s (least bytes / median time)")
+        bw.set_title(f"{side}: bandwidth")
+        bw.grid(True, which="both", alpha=0.3)
+        bw.legend(fontsize=7, ncol=2)
+        if on_gpu and side == "write":  # issue 7's decode targets
+            tm.axhline(3, color="gray", ls=":", lw=1, label="3 us (graph target)")
+            tm.axhline(6, color="gray", ls="-.", lw=1, label="6 us (direct target)")
+            tm.legend(fontsize=7, ncol=2)
+        tm.set_xscale("log", base=2)
+        tm.set_yscale("log")
+        tm.xaxis.set_major_formatter(plain)
+        tm.set_xlabel("tokens per write (T)")
+        tm.set_ylabel("median time (us); dashed: CUDA-graph replay")
+        tm.set_title(f"{side}: time")
+        tm.grid(True, which="both", alpha=0.3)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110)
+
+
+def main(argv):
+    if len(argv) == 2 and argv[1] == "--check":
+        load_matplotlib(quiet=True)
+        return 0
+    if len(argv) != 3:
+        sys.stderr.write(__doc__)
+        return 2
+    with open(argv[1]) as f:
+        doc = json.load(f)
+    draw(doc, argv[2])
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
