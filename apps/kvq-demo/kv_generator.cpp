@@ -53,6 +53,7 @@ KvGenerator::KvGenerator(uint64_t seed, int64_t num_kv_heads, int64_t head_size)
   key_mean_.resize(n);
   key_spread_.resize(n);
   value_spread_.resize(n);
+  value_mean_.resize(n);
   large_pairs_.resize(static_cast<std::size_t>(heads_ * kLargePairsPerHead));
   for (int64_t h = 0; h < heads_; ++h) {
     Rng rng(mix(seed_, kProfileSalt, static_cast<uint64_t>(h)));
@@ -61,6 +62,7 @@ KvGenerator::KvGenerator(uint64_t seed, int64_t num_kv_heads, int64_t head_size)
       key_mean_[i] = 0.5f * rng.normal();
       key_spread_[i] = 0.6f + 0.4f * static_cast<float>(rng.uniform());
       value_spread_[i] = 0.5f + 0.5f * static_cast<float>(rng.uniform());
+      value_mean_[i] = 0.5f * rng.normal();
     }
     // Large pairs among the low-frequency half of the pairs, distinct.
     int64_t* pairs = &large_pairs_[static_cast<std::size_t>(h * kLargePairsPerHead)];
@@ -95,12 +97,19 @@ std::vector<int64_t> KvGenerator::large_channels(int64_t head) const {
   return out;
 }
 
-void KvGenerator::rotate(int64_t position, float* row) const {
+void KvGenerator::angles(int64_t position, float* cos_sin) const {
   const int64_t half = dim_ / 2;
   for (int64_t i = 0; i < half; ++i) {
     const double angle = static_cast<double>(position) * inv_freq_[static_cast<std::size_t>(i)];
-    const auto c = static_cast<float>(std::cos(angle));
-    const auto s = static_cast<float>(std::sin(angle));
+    cos_sin[2 * i] = static_cast<float>(std::cos(angle));
+    cos_sin[2 * i + 1] = static_cast<float>(std::sin(angle));
+  }
+}
+
+void KvGenerator::rotate(const float* cos_sin, float* row) const {
+  const int64_t half = dim_ / 2;
+  for (int64_t i = 0; i < half; ++i) {
+    const float c = cos_sin[2 * i], s = cos_sin[2 * i + 1];
     const float x = row[i];
     const float y = row[i + half];
     row[i] = x * c - y * s;
@@ -110,8 +119,10 @@ void KvGenerator::rotate(int64_t position, float* row) const {
 
 void KvGenerator::rows(int64_t sequence, int64_t first, int64_t count, float* key,
                        float* value) const {
+  std::vector<float> cos_sin(static_cast<std::size_t>(dim_));
   for (int64_t t = 0; t < count; ++t) {
     const int64_t position = first + t;
+    angles(position, cos_sin.data());
     Rng rng(mix(seed_, kRowSalt, static_cast<uint64_t>(sequence), static_cast<uint64_t>(position)));
     for (int64_t h = 0; h < heads_; ++h) {
       float* k = key + (t * heads_ + h) * dim_;
@@ -123,12 +134,12 @@ void KvGenerator::rows(int64_t sequence, int64_t first, int64_t count, float* ke
         k[c] = key_mean_[base + c] + key_spread_[base + c] * a;
         k[c + 1] = key_mean_[base + c + 1] + key_spread_[base + c + 1] * b;
       }
-      rotate(position, k);
+      rotate(cos_sin.data(), k);
       for (int64_t c = 0; c < dim_; c += 2) {
         float a = 0, b = 0;
         rng.normal2(&a, &b);
-        v[c] = value_spread_[base + c] * a;
-        v[c + 1] = value_spread_[base + c + 1] * b;
+        v[c] = value_mean_[base + c] + value_spread_[base + c] * a;
+        v[c + 1] = value_mean_[base + c + 1] + value_spread_[base + c + 1] * b;
       }
       for (int64_t c = 0; c < dim_; ++c) {
         k[c] = bf16_round(k[c]);
@@ -140,10 +151,12 @@ void KvGenerator::rows(int64_t sequence, int64_t first, int64_t count, float* ke
 
 void KvGenerator::queries(int64_t sequence, int64_t position, int64_t group, float* q) const {
   Rng rng(mix(seed_, kQuerySalt, static_cast<uint64_t>(sequence), static_cast<uint64_t>(position)));
+  std::vector<float> cos_sin(static_cast<std::size_t>(dim_));
+  angles(position, cos_sin.data());
   for (int64_t j = 0; j < heads_ * group; ++j) {
     float* row = q + j * dim_;
     for (int64_t c = 0; c < dim_; c += 2) rng.normal2(&row[c], &row[c + 1]);
-    rotate(position, row);
+    rotate(cos_sin.data(), row);
     for (int64_t c = 0; c < dim_; ++c) row[c] = bf16_round(row[c]);
   }
 }

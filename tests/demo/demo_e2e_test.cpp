@@ -22,9 +22,9 @@ extern char** environ;
 namespace {
 
 namespace fs = std::filesystem;
-using nlohmann::json;
+using json = nlohmann::ordered_json;  // keeps the file's key order
 
-struct Run {
+struct Outcome {
   int status = -1;  // exit status, or 128 + signal
   std::string out, err;
 };
@@ -75,17 +75,17 @@ class DemoTest : public ::testing::Test {
     return pid;
   }
 
-  Run wait(pid_t pid) {
+  Outcome wait(pid_t pid) {
     int raw = 0;
     waitpid(pid, &raw, 0);
-    Run r;
+    Outcome r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : 128 + WTERMSIG(raw);
     r.out = slurp(dir_ / "stdout");
     r.err = slurp(dir_ / "stderr");
     return r;
   }
 
-  Run run(const std::vector<std::string>& args, const std::string& plugin_path = "") {
+  Outcome run(const std::vector<std::string>& args, const std::string& plugin_path = "") {
     return wait(start(args, plugin_path));
   }
 
@@ -93,7 +93,7 @@ class DemoTest : public ::testing::Test {
     const fs::path file = dir_ / name;
     args.push_back("--json");
     args.push_back(file.string());
-    const Run r = run(args);
+    const Outcome r = run(args);
     EXPECT_EQ(r.status, 0) << r.err;
     EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
     return json::parse(slurp(file));
@@ -160,7 +160,7 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
 }
 
 TEST_F(DemoTest, ReportShowsWhatTheIssueAsks) {
-  const Run r = run({"--config", data("demo_tiny.yaml").string()});
+  const Outcome r = run({"--config", data("demo_tiny.yaml").string()});
   ASSERT_EQ(r.status, 0) << r.err;
   for (const char* needle : {"backend     reference_cpu",
                              "4 KV heads x head_size 128, block_size 16, HND, K scales "
@@ -195,7 +195,7 @@ TEST_F(DemoTest, VerifyAgainstReferenceCpu) {
 }
 
 TEST_F(DemoTest, BrokenDemoSectionExits2WithOneLine) {
-  const Run r = run({"--config", data("broken_demo.yaml").string()});
+  const Outcome r = run({"--config", data("broken_demo.yaml").string()});
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "kvq-demo: " + data("broken_demo.yaml").string() +
                        ":11:18: demo.prompt_tokens: expected min <= max, found [100, 10]\n");
@@ -203,7 +203,7 @@ TEST_F(DemoTest, BrokenDemoSectionExits2WithOneLine) {
 }
 
 TEST_F(DemoTest, UnknownDemoKeyExits2) {
-  const Run r = run({"--config", data("demo_unknown_key.yaml").string()});
+  const Outcome r = run({"--config", data("demo_unknown_key.yaml").string()});
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "kvq-demo: " + data("demo_unknown_key.yaml").string() +
                        ":11:3: demo.max_batches: unknown key 'max_batches' in 'demo': expected "
@@ -212,7 +212,7 @@ TEST_F(DemoTest, UnknownDemoKeyExits2) {
 }
 
 TEST_F(DemoTest, DemoThatCannotFitExits2) {
-  const Run r = run({"--config", data("demo_too_long.yaml").string()});
+  const Outcome r = run({"--config", data("demo_too_long.yaml").string()});
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "kvq-demo: " + data("demo_too_long.yaml").string() +
                        ":11:18: demo.prompt_tokens: the longest sequence the demo allows "
@@ -221,7 +221,8 @@ TEST_F(DemoTest, DemoThatCannotFitExits2) {
 }
 
 TEST_F(DemoTest, UnknownBackendExits2) {
-  const Run r = run({"--config", data("demo_tiny.yaml").string(), "--backend", "no_such_backend"});
+  const Outcome r =
+      run({"--config", data("demo_tiny.yaml").string(), "--backend", "no_such_backend"});
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err.rfind("kvq-demo: no backend named 'no_such_backend'", 0), 0u) << r.err;
   EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
@@ -232,7 +233,7 @@ TEST_F(DemoTest, UnavailableBackendByNameExits2) {
   if (!fs::exists(fixtures / "libkvq_fixture_unavailable.so")) {
     GTEST_SKIP() << "the plugin test fixtures are not built (" << fixtures << ")";
   }
-  const Run r =
+  const Outcome r =
       run({"--config", data("demo_tiny.yaml").string(), "--backend", "fixture_unavailable"},
           fixtures.string());
   EXPECT_EQ(r.status, 2);
@@ -244,7 +245,7 @@ TEST_F(DemoTest, UnavailableBackendByNameExits2) {
 TEST_F(DemoTest, BadArgumentsExit2) {
   EXPECT_EQ(run({"--seed", "minus-one"}).status, 2);
   EXPECT_EQ(run({"--no-such-flag"}).status, 2);
-  const Run r = run({"--config", (dir_ / "missing.yaml").string()});
+  const Outcome r = run({"--config", (dir_ / "missing.yaml").string()});
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "kvq-demo: " + (dir_ / "missing.yaml").string() + ": no such config file\n");
 }
@@ -255,7 +256,7 @@ TEST_F(DemoTest, CtrlCLeavesNoJsonBehind) {
   const pid_t pid = start({"--backend", "reference_cpu", "--json", file.string()});
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   ASSERT_EQ(kill(pid, SIGINT), 0);
-  const Run r = wait(pid);
+  const Outcome r = wait(pid);
   EXPECT_EQ(r.status, 130) << r.err;
   EXPECT_NE(r.err.find("kvq-demo: interrupted\n"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(file));
@@ -263,11 +264,11 @@ TEST_F(DemoTest, CtrlCLeavesNoJsonBehind) {
 }
 
 TEST_F(DemoTest, NoArgumentsRunsTheEmbeddedDefault) {
-  const Run printed = run({"--print-config"});
+  const Outcome printed = run({"--print-config"});
   ASSERT_EQ(printed.status, 0);
   EXPECT_NE(printed.out.find("v_scales: sm100_swizzled"), std::string::npos);
   // The README's first command ends with a bare `kvq-demo`: backend auto, 8 heads x 128.
-  const Run r = run({});
+  const Outcome r = run({});
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("8 KV heads x head_size 128, block_size 16, HND, K scales linear, "
                        "V scales sm100_swizzled"),
