@@ -1,0 +1,70 @@
+#pragma once
+// The cuda_nvfp4 KVCacheWriter and KVCacheReader: device tensors in, pages out, on the caller's
+// stream (WriteArgs::stream, a cudaStream_t; null = the legacy default stream of the device).
+// A write validates on the host, fills one descriptor and launches one kernel: no host sync, no
+// allocation. Out-of-range slots are skipped and counted in a device counter allocated once per
+// writer; take_out_of_range_slots() synchronizes, reads and resets it.
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernel_desc.h"
+#include "kvq/core/kv_cache.h"
+#include "kvq/core/plugin_abi.h"
+#include "kvq/layouts/nvfp4_page_layout.h"
+#include "probe.h"
+
+namespace kvq::cuda_nvfp4 {
+
+// cuda:0 when unset; a CPU device is invalid_argument.
+Status resolve_device(const BackendOptions& options, int* ordinal);
+
+class CudaNvfp4Writer final : public KVCacheWriter {
+ public:
+  // Checks the device (probe.h's open_device), builds the layout, allocates the counter.
+  static Status create(const BackendOptions& options, KVCacheWriter** out) noexcept;
+  ~CudaNvfp4Writer() override;
+
+  Status write(const WriteArgs& args) noexcept override;
+  const PageLayout& layout() const noexcept override { return *layout_; }
+  Device device() const noexcept override { return Device::cuda(info_.ordinal); }
+  Status take_out_of_range_slots(int64_t* count) noexcept override;
+
+  // The E2M1 path in use (for tests and logs).
+  bool uses_hw_e2m1() const { return info_.use_hw_e2m1; }
+
+ private:
+  CudaNvfp4Writer() = default;
+
+  // Streams that direct writes used since the last take (bounded: past kMaxStreams, take
+  // synchronizes the whole device instead).
+  static constexpr size_t kMaxStreams = 16;
+  void remember_stream(void* stream);
+
+  DeviceInfo info_;
+  std::unique_ptr<Nvfp4PageLayout> layout_;
+  PageAddressing addressing_{};
+  unsigned long long* counter_ = nullptr;  // device
+
+  std::mutex mutex_;
+  std::vector<void*> streams_;  // capacity reserved at creation: remember_stream never allocates
+  bool sync_device_ = false;    // a write was captured into a graph, or too many streams
+};
+
+class CudaNvfp4Reader final : public KVCacheReader {
+ public:
+  static Status create(const BackendOptions& options, KVCacheReader** out) noexcept;
+
+  Status read(const ReadArgs& args) noexcept override;
+  const PageLayout& layout() const noexcept override { return *layout_; }
+  Device device() const noexcept override { return Device::cuda(info_.ordinal); }
+
+ private:
+  CudaNvfp4Reader() = default;
+
+  DeviceInfo info_;
+  std::unique_ptr<Nvfp4PageLayout> layout_;
+  PageAddressing addressing_{};
+};
+
+}  // namespace kvq::cuda_nvfp4

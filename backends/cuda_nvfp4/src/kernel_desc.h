@@ -1,0 +1,97 @@
+#pragma once
+// What the write and read kernels take: ONE plain struct each, built and validated on the host
+// (write_plan.cpp), trusted by the device. No CUDA header: host-only code builds and unit-tests it.
+//
+// Work item = one (token, head, group) of both sides: 16 K elements + 16 V elements in, 2 x (8
+// data bytes + 1 scale byte) out. Items are numbered i = (token * H + head) * S + group, so the 32
+// lanes of a warp read consecutive 32-byte pieces of the input rows.
+#include <cstdint>
+
+#include "fast_divmod.h"
+#include "kvq/layouts/hd.h"
+
+namespace kvq::cuda_nvfp4 {
+
+// Where one side's bytes of (token-in-page t, head h, group g) are inside a page, as sums of
+// products (no division, no branch on the arrangement; checked against Nvfp4LayoutDesc for every
+// layout by tests/cuda_nvfp4/addressing_test.cpp):
+//   data  = data_base + t * data_t + h * data_h + 8 * g
+//   scale = scale_base + (t & ~3) * scale_t4 + (t & 3) * scale_t1 + h * scale_h
+//           + (g / group_div) * scale_gq + (g % group_div) * scale_gr
+// linear:          t4 = t1 = row stride of t, group_div = S, gq = 0, gr = 1
+// sm100_swizzled:  t4 = row stride of t, t1 = 1, group_div = S/4, gq = row stride of t, gr = 4
+// (row stride of t: S in HND, H*S in NHD; of h: T*S in HND, S in NHD).
+struct SideAddressing {
+  uint32_t data_base;
+  uint32_t data_t;
+  uint32_t data_h;
+  uint32_t scale_base;
+  uint32_t scale_t4;
+  uint32_t scale_t1;
+  uint32_t scale_h;
+  uint32_t scale_gq;
+  uint32_t scale_gr;
+  FastDivmod group_div;
+
+  KVQ_HD uint32_t data_offset(uint32_t t, uint32_t h, uint32_t g) const {
+    return data_base + t * data_t + h * data_h + 8u * g;
+  }
+  // The group part of the scale offset: a thread's group never changes, so kernels compute it
+  // once per side.
+  KVQ_HD uint32_t scale_group_term(uint32_t g) const {
+    uint32_t q, r;
+    group_div.divmod(g, q, r);
+    return q * scale_gq + r * scale_gr;
+  }
+  KVQ_HD uint32_t scale_offset(uint32_t t, uint32_t h, uint32_t group_term) const {
+    return scale_base + (t & ~3u) * scale_t4 + (t & 3u) * scale_t1 + h * scale_h + group_term;
+  }
+};
+
+// Page geometry shared by writer and reader: slot -> (page, token-in-page) and item numbering.
+struct PageAddressing {
+  uint64_t page_bytes;
+  int64_t num_slots;          // num_blocks * block_size: slots >= this are out of range
+  int64_t block_size;         // for the 64-bit path
+  FastDivmod block_div;       // block_size, used when slots_fit_u31
+  int32_t slots_fit_u31;      // num_slots <= 2^31: 32-bit slot division
+  int32_t data_access_bytes;  // 8, 4, 2 or 1: widest access every data row start is aligned to
+  FastDivmod groups_div;      // S = head_size / 16
+  FastDivmod heads_div;       // H
+  uint32_t items;             // num_tokens * H * S (< 2^31)
+  SideAddressing side[2];     // 0 = K, 1 = V
+};
+
+enum class InputType : int32_t { bf16 = 0, f16 = 1, f32 = 2 };
+
+struct WriteKernelDesc {
+  const void* src[2];       // key, value: [T, H, D], element strides below, last dim contiguous
+  int64_t token_stride[2];  // in elements
+  int64_t head_stride[2];   // in elements
+  const void* slots;        // [T] int64 or int32
+  int32_t slots_are_i64;
+  int32_t use_hw_e2m1;  // sm_100 only, after the probe's check passed
+  uint8_t* cache;       // [num_blocks, page_bytes]
+  PageAddressing page;
+  // k/v scales: from scale_ptr[s] on the device when non-null (read by the kernel, so a write can
+  // sit in a CUDA graph), else global = 1 / scale and inv_global = 1 / global computed on the
+  // host with the same IEEE float division.
+  const float* scale_ptr[2];
+  float global_scale[2];
+  float inv_global_scale[2];
+  unsigned long long* out_of_range;  // slots >= num_slots skipped (one count per token)
+};
+
+struct ReadKernelDesc {
+  const uint8_t* cache;
+  const void* slots;      // [T] int64 or int32; < 0: zeros; >= num_slots: NaN (cannot be checked on
+  int32_t slots_are_i64;  //   the host without a sync)
+  int32_t pad_;
+  float* dst[2];            // key, value out: [T, H, D] f32, last dim contiguous
+  int64_t token_stride[2];  // in elements
+  int64_t head_stride[2];
+  float scale[2];  // k_scale, v_scale (dequantization scales)
+  PageAddressing page;
+};
+
+}  // namespace kvq::cuda_nvfp4

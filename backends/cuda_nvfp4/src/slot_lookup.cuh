@@ -1,0 +1,44 @@
+#pragma once
+// Work item -> (token, head, group) and slot -> (page, token-in-page), shared by the write and
+// read kernels. Division by the run-time constants goes through FastDivmod (no IDIV in the hot
+// path); a cache with more than 2^31 slots takes the 64-bit division, chosen once per launch.
+#include <cstdint>
+
+#include "kernel_desc.h"
+
+namespace kvq::cuda_nvfp4 {
+
+struct ItemIndex {
+  uint32_t token, head, group;
+};
+
+__device__ __forceinline__ ItemIndex split_item(const PageAddressing& p, uint32_t item) {
+  ItemIndex ix;
+  uint32_t row;
+  p.groups_div.divmod(item, row, ix.group);
+  p.heads_div.divmod(row, ix.token, ix.head);
+  return ix;
+}
+
+__device__ __forceinline__ int64_t load_slot(const void* slots, int32_t slots_are_i64,
+                                             uint32_t token) {
+  if (slots_are_i64) return __ldg(static_cast<const long long*>(slots) + token);
+  return __ldg(static_cast<const int*>(slots) + token);
+}
+
+// For 0 <= slot < num_slots.
+__device__ __forceinline__ void split_slot(const PageAddressing& p, int64_t slot, uint64_t& page,
+                                           uint32_t& token_in_page) {
+  if (p.slots_fit_u31) {
+    uint32_t q, r;
+    p.block_div.divmod(static_cast<uint32_t>(slot), q, r);
+    page = q;
+    token_in_page = r;
+  } else {
+    const int64_t q = slot / p.block_size;
+    page = static_cast<uint64_t>(q);
+    token_in_page = static_cast<uint32_t>(slot - q * p.block_size);
+  }
+}
+
+}  // namespace kvq::cuda_nvfp4

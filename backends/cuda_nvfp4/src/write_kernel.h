@@ -1,0 +1,31 @@
+#pragma once
+// Host entry points of the write and read kernels. No CUDA header: cudaStream_t is CUstream_st*.
+#include "kernel_desc.h"
+#include "kvq/core/status.h"
+
+struct CUstream_st;
+
+namespace kvq::cuda_nvfp4 {
+
+struct LaunchShape {
+  unsigned blocks = 0;
+  unsigned threads = 0;
+};
+
+// One thread per work item (kernel_desc.h); 256 threads a block, 128 when that leaves SMs idle
+// (decode batches), so a small write spreads over more SMs.
+LaunchShape launch_shape(uint32_t items, int num_sms);
+
+// Queues the write on `stream` (nothing else: no sync, no allocation). Returns the launch error,
+// if any (cudaGetLastError), as ErrorCode::runtime.
+Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
+                    CUstream_st* stream) noexcept;
+
+Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape,
+                   CUstream_st* stream) noexcept;
+
+// For the probe: true when the write kernel has an image for the current device (built for
+// 90a and 100a: another arch, e.g. sm_120, has none); `detail` says why not.
+bool write_kernel_loadable(std::string* detail) noexcept;
+
+}  // namespace kvq::cuda_nvfp4
