@@ -9,19 +9,17 @@
 namespace kvq::app {
 namespace {
 
-// A backend named in the config must be a plugin that can be found (available or not: a GPU
-// config is valid on a machine without a GPU).
+// A backend named in the config must be a plugin that can be found and is not ambiguous. It may
+// be unavailable here: a GPU config is valid on a machine without a GPU.
 void check_backend_exists(const Config& cfg) {
   if (cfg.backend == "auto") return;
   Registry registry;
   registry.scan(Registry::search_path(cfg.plugin_paths, cfg.base_dir()));
-  std::string found;
-  for (const auto& p : registry.plugins()) {
-    if (p.name == cfg.backend) return;
-    found += (found.empty() ? "" : ", ") + p.name;
+  try {
+    (void)registry.select(cfg.backend);
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::unavailable) cfg.fail_at("backend", e.what());
   }
-  cfg.fail_at("backend", "no backend plugin named '" + cfg.backend +
-                             "' (found: " + (found.empty() ? "none" : found) + ")");
 }
 
 }  // namespace
