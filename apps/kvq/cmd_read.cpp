@@ -1,15 +1,107 @@
-// kvq read -- placeholder until its issue lands: refuses with a clear message.
+// kvq read CONFIG --cache C.safetensors --slot-mapping S.safetensors --output OUT.safetensors
+//               [--backend NAME]
+// Dequantizes the K and V rows of S's slot_mapping [T] (I64|I32; negative slots read as zeros)
+// from C's kv_cache into OUT: key, value F32 [T, H, D]. The scales are S's k_scale / v_scale when
+// it has them (S may be the file given to kvq write), else the ones C records, else the config's.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "../common/backend_select.h"
+#include "cache_file.h"
 #include "commands.h"
-#include "kvq/core/status.h"
+#include "kvq/core/safetensors.h"
+#include "kvq/layouts/layout_factory.h"
+#include "tensor_staging.h"
 
 namespace kvq::app {
+namespace {
+
+struct ReadFlags {
+  std::string config, cache, slot_mapping, output, backend;
+};
+
+int run_read(const ReadFlags& f) {
+  Config cfg = load_checked_config(f.config);
+  apply_logging(cfg);
+  const auto layout = make_layout(cfg.cache);
+  CacheFile cache = load_cache_file(f.cache, *layout, f.config);
+
+  const SafetensorsFile s = SafetensorsFile::load(f.slot_mapping);
+  const SafetensorsTensor& slots = s.at("slot_mapping");
+  if ((slots.dtype != DType::i64 && slots.dtype != DType::i32) || slots.shape.size() != 1) {
+    throw Error(
+        ErrorCode::invalid_argument,
+        fmt::format("{}: tensor 'slot_mapping': {} {}: expected I64 or I32 [num_tokens]",
+                    s.source(), safetensors_dtype_name(slots.dtype), shape_text(slots.shape)));
+  }
+  const float k_scale =
+      optional_scale(s, "k_scale").value_or(cache.k_scale.value_or(cfg.cache.k_scale));
+  const float v_scale =
+      optional_scale(s, "v_scale").value_or(cache.v_scale.value_or(cfg.cache.v_scale));
+
+  OpenedBackend opened =
+      open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
+  const auto reader = opened.backend.make_reader(opened.options);
+  TensorStaging staging(opened.backend.make_runtime(opened.options));
+  if (!(reader->device() == staging.device())) {
+    throw Error(ErrorCode::internal,
+                fmt::format("backend '{}': its reader is on {} but its runtime on {}",
+                            opened.backend.info().name, to_string(reader->device()),
+                            to_string(staging.device())));
+  }
+
+  const int64_t T = slots.shape[0], H = cfg.cache.num_kv_heads, D = cfg.cache.head_size;
+  std::vector<float> key(static_cast<size_t>(T * H * D)), value(key.size());
+  const TensorView host_key = make_view(key.data(), DType::f32, {T, H, D});
+  const TensorView host_value = make_view(value.data(), DType::f32, {T, H, D});
+  ReadArgs args;
+  args.cache = staging.upload(
+      make_view(cache.bytes.data(), DType::u8,
+                {layout->geometry().num_blocks, static_cast<int64_t>(layout->page_bytes())}),
+      "the cache");
+  args.slot_mapping = staging.upload(slots.view(), "slot_mapping");
+  args.key = staging.upload(host_key, "key");
+  args.value = staging.upload(host_value, "value");
+  args.k_scale = k_scale;
+  args.v_scale = v_scale;
+  args.stream = staging.stream();
+  const Status st = reader->read(args);
+  if (!st) {
+    const bool input_at_fault =
+        st.code() == ErrorCode::invalid_argument || st.code() == ErrorCode::out_of_range;
+    throw Error(st.code(), fmt::format("{}: {}",
+                                       input_at_fault ? f.slot_mapping
+                                                      : "backend " + opened.backend.info().name,
+                                       st.message()));
+  }
+  staging.download(args.key, host_key, "key");
+  staging.download(args.value, host_value, "value");
+
+  save_safetensors(f.output, {{"key", host_key}, {"value", host_value}});
+  std::cout << fmt::format("{}: read {} tokens with {} into {} (k_scale {}, v_scale {})", f.cache,
+                           T, opened.backend.info().name, f.output, k_scale, v_scale)
+            << "\n";
+  return kExitOk;
+}
+
+}  // namespace
 
 void add_read_command(CLI::App& app, Runner& run) {
-  auto* sub = app.add_subcommand("read", "(not built yet)");
-  sub->allow_extras();
-  sub->callback([&run] {
-    run = []() -> int { throw Error(ErrorCode::runtime, "'kvq read' is not implemented yet"); };
-  });
+  auto* sub = app.add_subcommand(
+      "read", "Dequantize the K and V rows of given slots from a cache file to F32");
+  auto f = std::make_shared<ReadFlags>();
+  sub->add_option("CONFIG", f->config, "YAML config (must match the cache's layout)")->required();
+  sub->add_option("--cache", f->cache, "Cache file from kvq write (kv_cache + layout metadata)")
+      ->required();
+  sub->add_option("--slot-mapping", f->slot_mapping,
+                  "safetensors with slot_mapping [T] (I64|I32); its k_scale, v_scale are used "
+                  "when present")
+      ->required();
+  sub->add_option("--output", f->output, "safetensors to write: key, value F32 [T, H, D]")
+      ->required();
+  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's");
+  sub->callback([&run, f] { run = [f] { return run_read(*f); }; });
 }
 
 }  // namespace kvq::app

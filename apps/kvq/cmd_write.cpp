@@ -1,15 +1,183 @@
-// kvq write -- placeholder until its issue lands: refuses with a clear message.
+// kvq write CONFIG --input IN.safetensors --output OUT.safetensors [--backend NAME]
+//                  [--cache C.safetensors]
+// IN: key, value [T, H, D] BF16|F16|F32; slot_mapping [T] I64|I32; optional k_scale, v_scale F32
+// [] or [1] (else the config's). OUT: kv_cache [num_blocks, page_bytes] U8 -- C's pages when given,
+// else zeros -- after the write, with the layout (and the scales) in __metadata__.
+#include <fmt/format.h>
+
+#include <iostream>
+
+#include "../common/backend_select.h"
+#include "cache_file.h"
 #include "commands.h"
-#include "kvq/core/status.h"
+#include "kvq/core/logging.h"
+#include "kvq/core/safetensors.h"
+#include "kvq/layouts/layout_factory.h"
+#include "tensor_staging.h"
 
 namespace kvq::app {
+namespace {
+
+struct WriteFlags {
+  std::string config, input, output, backend, cache;
+};
+
+[[noreturn]] void bad(const std::string& message) {
+  throw Error(ErrorCode::invalid_argument, message);
+}
+
+struct Inputs {
+  TensorView key, value, slot_mapping;  // host views into the input file
+  float k_scale, v_scale;
+  int64_t padding = 0;  // tokens with a negative slot
+};
+
+// Checks IN's names, dtypes and shapes against the config (values are the writer's to check).
+Inputs check_inputs(const SafetensorsFile& in, const Config& cfg, const std::string& config) {
+  for (const SafetensorsTensor& t : in.tensors()) {
+    if (t.name != "key" && t.name != "value" && t.name != "slot_mapping" && t.name != "k_scale" &&
+        t.name != "v_scale") {
+      bad(
+          fmt::format("{}: tensor '{}' is not an input of kvq write: expected key, value, "
+                      "slot_mapping and optionally k_scale, v_scale",
+                      in.source(), t.name));
+    }
+  }
+  const SafetensorsTensor& key = in.at("key");
+  if (key.dtype != DType::bf16 && key.dtype != DType::f16 && key.dtype != DType::f32) {
+    bad(fmt::format("{}: tensor 'key': dtype {}: expected BF16, F16 or F32", in.source(),
+                    safetensors_dtype_name(key.dtype)));
+  }
+  const int64_t H = cfg.cache.num_kv_heads, D = cfg.cache.head_size;
+  if (key.shape.size() != 3 || key.shape[1] != H || key.shape[2] != D) {
+    bad(
+        fmt::format("{}: tensor 'key': shape {}: expected [num_tokens, {}, {}] (num_kv_heads and "
+                    "head_size of {})",
+                    in.source(), shape_text(key.shape), H, D, config));
+  }
+  const SafetensorsTensor& value = in.at("value");
+  if (value.dtype != key.dtype || value.shape != key.shape) {
+    bad(fmt::format("{}: tensor 'value': {} {}: expected {} {} (like key)", in.source(),
+                    safetensors_dtype_name(value.dtype), shape_text(value.shape),
+                    safetensors_dtype_name(key.dtype), shape_text(key.shape)));
+  }
+  const SafetensorsTensor& slots = in.at("slot_mapping");
+  if (slots.dtype != DType::i64 && slots.dtype != DType::i32) {
+    bad(fmt::format("{}: tensor 'slot_mapping': dtype {}: expected I64 or I32", in.source(),
+                    safetensors_dtype_name(slots.dtype)));
+  }
+  if (slots.shape != std::vector<int64_t>{key.shape[0]}) {
+    bad(fmt::format("{}: tensor 'slot_mapping': shape {}: expected [{}] (num_tokens of key)",
+                    in.source(), shape_text(slots.shape), key.shape[0]));
+  }
+  Inputs out{key.view(), value.view(), slots.view(),
+             optional_scale(in, "k_scale").value_or(cfg.cache.k_scale),
+             optional_scale(in, "v_scale").value_or(cfg.cache.v_scale)};
+  for (int64_t i = 0; i < key.shape[0]; ++i) {
+    const int64_t s = slots.dtype == DType::i64 ? out.slot_mapping.ptr<const int64_t>()[i]
+                                                : out.slot_mapping.ptr<const int32_t>()[i];
+    out.padding += s < 0 ? 1 : 0;
+  }
+  return out;
+}
+
+// A cache extended with --cache keeps one scale per side: refuse to mix.
+void check_same_scale(const std::optional<float>& recorded, float now, const char* name,
+                      const WriteFlags& f) {
+  if (recorded && *recorded != now) {
+    bad(
+        fmt::format("{}: {} {} differs from the {} {} that {} was written with (a cache holds one "
+                    "scale per side)",
+                    f.input, name, now, name, *recorded, f.cache));
+  }
+}
+
+int run_write(const WriteFlags& f) {
+  Config cfg = load_checked_config(f.config);
+  apply_logging(cfg);
+  const auto layout = make_layout(cfg.cache);
+
+  // Every file is checked before a plugin is loaded or a byte is written.
+  const SafetensorsFile in = SafetensorsFile::load(f.input);
+  const Inputs x = check_inputs(in, cfg, f.config);
+  std::vector<uint8_t> cache;
+  if (!f.cache.empty()) {
+    CacheFile start = load_cache_file(f.cache, *layout, f.config);
+    check_same_scale(start.k_scale, x.k_scale, "k_scale", f);
+    check_same_scale(start.v_scale, x.v_scale, "v_scale", f);
+    cache = std::move(start.bytes);
+  } else {
+    cache.assign(layout->cache_bytes(), 0);
+  }
+
+  OpenedBackend opened =
+      open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
+  const auto writer = opened.backend.make_writer(opened.options);
+  TensorStaging staging(opened.backend.make_runtime(opened.options));
+  if (!(writer->device() == staging.device())) {
+    throw Error(ErrorCode::internal,
+                fmt::format("backend '{}': its writer is on {} but its runtime on {}",
+                            opened.backend.info().name, to_string(writer->device()),
+                            to_string(staging.device())));
+  }
+
+  const TensorView host_cache =
+      make_view(cache.data(), DType::u8,
+                {layout->geometry().num_blocks, static_cast<int64_t>(layout->page_bytes())});
+  WriteArgs args;
+  args.key = staging.upload(x.key, "key");
+  args.value = staging.upload(x.value, "value");
+  args.slot_mapping = staging.upload(x.slot_mapping, "slot_mapping");
+  args.cache = staging.upload(host_cache, "the cache");
+  args.k_scale = x.k_scale;
+  args.v_scale = x.v_scale;
+  args.stream = staging.stream();
+  const Status s = writer->write(args);
+  if (!s) {
+    const bool input_at_fault =
+        s.code() == ErrorCode::invalid_argument || s.code() == ErrorCode::out_of_range;
+    throw Error(
+        s.code(),
+        fmt::format("{}: {}", input_at_fault ? f.input : "backend " + opened.backend.info().name,
+                    s.message()));
+  }
+  int64_t skipped = 0;
+  throw_if_error(writer->take_out_of_range_slots(&skipped));
+  staging.download(args.cache, host_cache, "the cache");
+  if (skipped > 0) {  // only backends that check on the device get here
+    throw Error(ErrorCode::out_of_range,
+                fmt::format("{}: {} slots >= num_blocks x block_size were skipped by {}", f.input,
+                            skipped, opened.backend.info().name));
+  }
+
+  save_cache_file(f.output, *layout, cache, x.k_scale, x.v_scale);
+  const int64_t tokens = x.key.shape[0];
+  std::cout << fmt::format(
+                   "{}: wrote {} tokens ({} padding) with {} into {} ({} blocks x {} bytes)",
+                   f.input, tokens - x.padding, x.padding, opened.backend.info().name, f.output,
+                   layout->geometry().num_blocks, layout->page_bytes())
+            << "\n";
+  return kExitOk;
+}
+
+}  // namespace
 
 void add_write_command(CLI::App& app, Runner& run) {
-  auto* sub = app.add_subcommand("write", "(not built yet)");
-  sub->allow_extras();
-  sub->callback([&run] {
-    run = []() -> int { throw Error(ErrorCode::runtime, "'kvq write' is not implemented yet"); };
-  });
+  auto* sub = app.add_subcommand(
+      "write", "Quantize key/value rows from a safetensors file into a paged cache file");
+  auto f = std::make_shared<WriteFlags>();
+  sub->add_option("CONFIG", f->config, "YAML config (cache geometry, layout, scales, backend)")
+      ->required();
+  sub->add_option("--input", f->input,
+                  "safetensors with key, value [T,H,D] (BF16|F16|F32), slot_mapping [T] "
+                  "(I64|I32), optional k_scale, v_scale (F32)")
+      ->required();
+  sub->add_option("--output", f->output, "safetensors to write: kv_cache [num_blocks, page_bytes]")
+      ->required();
+  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's");
+  sub->add_option("--cache", f->cache,
+                  "Start from this cache file's kv_cache (same layout) instead of zeros");
+  sub->callback([&run, f] { run = [f] { return run_write(*f); }; });
 }
 
 }  // namespace kvq::app

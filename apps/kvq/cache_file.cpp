@@ -1,0 +1,97 @@
+#include "cache_file.h"
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+
+#include "kvq/core/status.h"
+
+namespace kvq::app {
+namespace {
+
+constexpr const char* kCacheTensor = "kv_cache";
+
+[[noreturn]] void bad(const std::string& message) {
+  throw Error(ErrorCode::invalid_argument, message);
+}
+
+std::optional<float> recorded_scale(const SafetensorsFile& f, const char* key) {
+  const auto it = f.metadata().find(key);
+  if (it == f.metadata().end()) return std::nullopt;
+  const std::string& text = it->second;
+  char* end = nullptr;
+  const float value = std::strtof(text.c_str(), &end);
+  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) ||
+      !(value > 0.0f)) {
+    bad(fmt::format("{}: __metadata__ {} = '{}': expected a finite number > 0", f.source(), key,
+                    text));
+  }
+  return value;
+}
+
+}  // namespace
+
+std::string shape_text(const std::vector<int64_t>& shape) {
+  return fmt::format("[{}]", fmt::join(shape, ", "));
+}
+
+CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& layout,
+                          const std::string& config) {
+  const SafetensorsFile f = SafetensorsFile::load(file);
+  for (const auto& [key, want] : layout.metadata()) {
+    const auto it = f.metadata().find(key);
+    if (it == f.metadata().end()) {
+      bad(
+          fmt::format("{}: __metadata__ has no '{}': expected the layout description kvq write "
+                      "records ({} = {} for {})",
+                      f.source(), key, key, want, config));
+    }
+    if (it->second != want) {
+      bad(
+          fmt::format("{}: the cache's layout differs from {}: {} is {} in the cache, {} in the "
+                      "config",
+                      f.source(), config, key, it->second, want));
+    }
+  }
+  const SafetensorsTensor& t = f.at(kCacheTensor);
+  const std::vector<int64_t> want = {layout.geometry().num_blocks,
+                                     static_cast<int64_t>(layout.page_bytes())};
+  if (t.dtype != DType::u8 || t.shape != want) {
+    bad(fmt::format("{}: tensor '{}': {} {}: expected U8 {} (num_blocks x page_bytes)", f.source(),
+                    kCacheTensor, safetensors_dtype_name(t.dtype), shape_text(t.shape),
+                    shape_text(want)));
+  }
+  CacheFile out;
+  out.bytes.assign(t.bytes.begin(), t.bytes.end());
+  out.k_scale = recorded_scale(f, "k_scale");
+  out.v_scale = recorded_scale(f, "v_scale");
+  return out;
+}
+
+void save_cache_file(const std::filesystem::path& file, const PageLayout& layout,
+                     std::vector<uint8_t>& bytes, float k_scale, float v_scale) {
+  auto metadata = layout.metadata();
+  metadata["k_scale"] = fmt::format("{}", k_scale);  // shortest text that reads back exactly
+  metadata["v_scale"] = fmt::format("{}", v_scale);
+  const TensorView view =
+      make_view(bytes.data(), DType::u8,
+                {layout.geometry().num_blocks, static_cast<int64_t>(layout.page_bytes())});
+  save_safetensors(file, {{kCacheTensor, view}}, metadata);
+}
+
+std::optional<float> optional_scale(const SafetensorsFile& f, const char* name) {
+  const SafetensorsTensor* t = f.find(name);
+  if (t == nullptr) return std::nullopt;
+  if (t->dtype != DType::f32 || t->numel() != 1 || t->shape.size() > 1) {
+    bad(fmt::format("{}: tensor '{}': {} {}: expected F32 with shape [] or [1]", f.source(), name,
+                    safetensors_dtype_name(t->dtype), shape_text(t->shape)));
+  }
+  float value;
+  std::memcpy(&value, t->bytes.data(), sizeof value);
+  return value;
+}
+
+}  // namespace kvq::app

@@ -1,0 +1,40 @@
+#pragma once
+// The cache file of `kvq write` (its --output and --cache) and `kvq read` (its --cache):
+//   kv_cache    [num_blocks, page_bytes] U8
+//   __metadata__  the layout's metadata() (format, order, k_scales, v_scales, num_blocks,
+//                 block_size, num_kv_heads, head_size, group_size, page_bytes) plus k_scale and
+//                 v_scale, the dequantization scales the pages were written with.
+// Both commands check the metadata against the config's layout, so a cache is never read or
+// extended with a layout it was not written in.
+#include <filesystem>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "kvq/core/page_layout.h"
+#include "kvq/core/safetensors.h"
+
+namespace kvq::app {
+
+struct CacheFile {
+  std::vector<uint8_t> bytes;    // [num_blocks, page_bytes]
+  std::optional<float> k_scale;  // as recorded by kvq write (absent in files from elsewhere)
+  std::optional<float> v_scale;
+};
+
+// Loads `file` and checks it against `layout` (from `config`, for messages). Throws kvq::Error
+// (invalid_argument) naming the file and the first metadata field that differs, or the tensor.
+CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& layout,
+                          const std::string& config);
+
+void save_cache_file(const std::filesystem::path& file, const PageLayout& layout,
+                     std::vector<uint8_t>& bytes, float k_scale, float v_scale);
+
+// An optional F32 scalar (shape [] or [1]) named `name` in `f`; throws when it has another dtype
+// or shape.
+std::optional<float> optional_scale(const SafetensorsFile& f, const char* name);
+
+// "[4, 8, 128]"
+std::string shape_text(const std::vector<int64_t>& shape);
+
+}  // namespace kvq::app

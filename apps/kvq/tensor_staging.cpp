@@ -1,0 +1,64 @@
+#include "tensor_staging.h"
+
+#include <fmt/format.h>
+
+#include "kvq/core/logging.h"
+
+namespace kvq::app {
+namespace {
+
+std::size_t byte_size(const TensorView& v) {
+  return static_cast<std::size_t>(v.numel() * dtype_size(v.dtype));
+}
+
+void check(const Status& s, const char* doing, const char* what) {
+  if (!s) throw Error(s.code(), fmt::format("{} {}: {}", doing, what, s.message()));
+}
+
+}  // namespace
+
+TensorStaging::TensorStaging(std::shared_ptr<DeviceRuntime> runtime)
+    : runtime_(std::move(runtime)) {}
+
+TensorStaging::~TensorStaging() {
+  for (void* p : owned_) {
+    const Status s = runtime_->release(p);
+    if (!s) KVQ_LOG_WARN("releasing a staging buffer: {}", s.message());
+  }
+}
+
+TensorView TensorStaging::upload(const TensorView& host, const char* what) {
+  if (!host.is_contiguous() || host.device != Device::cpu()) {
+    throw Error(ErrorCode::internal, fmt::format("staging {}: expected a contiguous host view, "
+                                                 "found {}",
+                                                 what, host.describe()));
+  }
+  const Device d = runtime_->device();
+  if (d == Device::cpu()) return host;
+  TensorView out = host;
+  out.device = d;
+  const std::size_t bytes = byte_size(host);
+  void* p = nullptr;
+  check(runtime_->allocate(bytes == 0 ? 1 : bytes, &p), "allocating device memory for", what);
+  owned_.push_back(p);
+  out.data = p;
+  if (bytes > 0) {
+    check(runtime_->copy(p, host.data, bytes, CopyKind::host_to_device), "copying to the device",
+          what);
+  }
+  return out;
+}
+
+void TensorStaging::download(const TensorView& device_view, const TensorView& host,
+                             const char* what) {
+  check(runtime_->synchronize(), "waiting for the device before copying back", what);
+  if (device_view.data == host.data) return;  // the CPU: written in place
+  const std::size_t bytes = byte_size(host);
+  if (bytes > 0) {
+    check(runtime_->copy(host.data, device_view.data, bytes, CopyKind::device_to_host),
+          "copying back from the device", what);
+  }
+  check(runtime_->synchronize(), "waiting for the copy of", what);
+}
+
+}  // namespace kvq::app

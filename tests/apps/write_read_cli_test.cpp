@@ -1,0 +1,351 @@
+// `kvq write` then `kvq read` end to end with the reference_cpu plugin, exactly as the
+// command-line contract of shared/design/architecture.md says: the files' tensor names, dtypes and
+// metadata, --cache, and exit statuses 0 / 1 / 2 with one stderr line naming the file.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cmath>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <random>
+#include <sstream>
+#include <string>
+
+#include "kvq/core/safetensors.h"
+#include "kvq/core/status.h"
+#include "kvq/reference_cpu/reference_writer.h"
+
+namespace kvq {
+namespace {
+namespace fs = std::filesystem;
+
+// num_blocks 24 x block_size 16, H 2, D 128: page = 2 * (2*16*64 + 2*16*8) = 4608 bytes.
+constexpr int64_t kBlocks = 24, kBlockSize = 16, kHeads = 2, kHeadSize = 128, kPage = 4608;
+constexpr int64_t kTokens = 300;
+
+const char* kConfig = R"(backend: reference_cpu
+device: cpu
+threads: 2
+cache:
+  format: nvfp4
+  num_blocks: 24
+  block_size: 16
+  num_kv_heads: 2
+  head_size: 128
+  layout: { order: HND, k_scales: linear, v_scales: sm100_swizzled }
+  k_scale: 1.0
+  v_scale: 1.0
+log: { level: warn }
+)";
+
+struct Result {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+uint16_t to_bf16(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  u += 0x7FFFu + ((u >> 16) & 1u);
+  return static_cast<uint16_t>(u >> 16);
+}
+float from_bf16(uint16_t h) {
+  const uint32_t u = static_cast<uint32_t>(h) << 16;
+  float f;
+  std::memcpy(&f, &u, 4);
+  return f;
+}
+
+double rel_l2(const std::vector<float>& a, const float* b, const std::vector<int64_t>& slots,
+              int64_t row) {
+  double num = 0, den = 0;
+  for (size_t t = 0; t < slots.size(); ++t) {
+    if (slots[t] < 0) continue;
+    for (int64_t e = 0; e < row; ++e) {
+      const double x = a[t * row + e], d = x - b[t * row + e];
+      num += d * d;
+      den += x * x;
+    }
+  }
+  return std::sqrt(num / den);
+}
+
+// The input file: Gaussian bf16 K (sigma 3) and V (sigma 0.5), shuffled slots, every 10th padding.
+struct Input {
+  std::vector<uint16_t> key, value;
+  std::vector<float> key_f, value_f;
+  std::vector<int64_t> slots;
+  Input() {
+    std::mt19937 rng(9);
+    std::normal_distribution<float> gauss;
+    for (int64_t i = 0; i < kTokens * kHeads * kHeadSize; ++i) {
+      key.push_back(to_bf16(3.0f * gauss(rng)));
+      value.push_back(to_bf16(0.5f * gauss(rng)));
+      key_f.push_back(from_bf16(key.back()));
+      value_f.push_back(from_bf16(value.back()));
+    }
+    std::vector<int64_t> all(kBlocks * kBlockSize);
+    for (size_t i = 0; i < all.size(); ++i) all[i] = static_cast<int64_t>(i);
+    std::shuffle(all.begin(), all.end(), rng);
+    slots.assign(all.begin(), all.begin() + kTokens);
+    for (int64_t i = 0; i < kTokens; i += 10) slots[i] = -1;
+  }
+  std::vector<NamedTensor> tensors(int64_t begin = 0, int64_t end = kTokens) {
+    const int64_t row = kHeads * kHeadSize, n = end - begin;
+    return {{"key", make_view(key.data() + begin * row, DType::bf16, {n, kHeads, kHeadSize})},
+            {"value", make_view(value.data() + begin * row, DType::bf16, {n, kHeads, kHeadSize})},
+            {"slot_mapping", make_view(slots.data() + begin, DType::i64, {n})}};
+  }
+};
+
+class WriteReadCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (env("KVQ_BUILD_DIR").empty()) GTEST_SKIP() << "KVQ_BUILD_DIR not set (run through ctest)";
+    kvq_ = fs::path(env("KVQ_BUILD_DIR")) / "bin" / "kvq";
+    dir_ = fs::temp_directory_path() /
+           ("kvq_write_read_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    config_ = dir_ / "cfg.yaml";
+    std::ofstream(config_) << kConfig;
+    save_safetensors(path("in.safetensors"), input_.tensors());
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  std::string path(const std::string& name) const { return (dir_ / name).string(); }
+
+  Result kvq(const std::string& args) {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string cmd = kvq_.string() + " " + args + " >" + out.string() + " 2>" + err.string();
+    const int raw = std::system(cmd.c_str());
+    Result r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+  Result write(const std::string& extra, const std::string& out = "cache.safetensors",
+               const std::string& in = "in.safetensors") {
+    return kvq("write " + config_.string() + " --input " + path(in) + " --output " + path(out) +
+               " " + extra);
+  }
+  Result read(const std::string& cache = "cache.safetensors",
+              const std::string& slots = "in.safetensors", const std::string& config = "") {
+    return kvq("read " + (config.empty() ? config_.string() : config) + " --cache " + path(cache) +
+               " --slot-mapping " + path(slots) + " --output " + path("out.safetensors"));
+  }
+
+  // Exit status `status` and one stderr line starting with "kvq: " + `prefix`.
+  static void expect_failure(const Result& r, int status, const std::string& prefix) {
+    EXPECT_EQ(r.status, status) << r.err;
+    EXPECT_EQ(r.err.rfind("kvq: " + prefix, 0), 0u) << r.err;
+    EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  }
+
+  fs::path kvq_, dir_, config_;
+  Input input_;
+};
+
+TEST_F(WriteReadCli, WriteThenReadReproducesTheRoundTripError) {
+  const Result w = write("");
+  ASSERT_EQ(w.status, 0) << w.err;
+  EXPECT_EQ(w.err, "");
+  EXPECT_NE(w.out.find("wrote 270 tokens (30 padding) with reference_cpu"), std::string::npos)
+      << w.out;
+
+  const auto cache = SafetensorsFile::load(path("cache.safetensors"));
+  ASSERT_EQ(cache.tensors().size(), 1u);
+  const SafetensorsTensor& kv = cache.at("kv_cache");
+  EXPECT_EQ(kv.dtype, DType::u8);
+  EXPECT_EQ(kv.shape, (std::vector<int64_t>{kBlocks, kPage}));
+  const std::map<std::string, std::string> expected_metadata = {
+      {"format", "nvfp4"},    {"order", "HND"},
+      {"k_scales", "linear"}, {"v_scales", "sm100_swizzled"},
+      {"num_blocks", "24"},   {"block_size", "16"},
+      {"num_kv_heads", "2"},  {"head_size", "128"},
+      {"group_size", "16"},   {"page_bytes", "4608"},
+      {"k_scale", "1"},       {"v_scale", "1"}};
+  EXPECT_EQ(cache.metadata(), expected_metadata);
+
+  // The bytes are the reference writer's, called in-process on the same input.
+  {
+    BackendOptions o;
+    o.cache.num_blocks = kBlocks;
+    o.cache.num_kv_heads = kHeads;
+    o.cache.head_size = kHeadSize;
+    reference_cpu::ReferenceWriter writer(o);
+    std::vector<uint8_t> bytes(kBlocks * kPage, 0);
+    auto t = input_.tensors();
+    WriteArgs a;
+    a.key = t[0].view;
+    a.value = t[1].view;
+    a.slot_mapping = t[2].view;
+    a.cache = make_view(bytes.data(), DType::u8, {kBlocks, kPage});
+    ASSERT_TRUE(writer.write(a).is_ok());
+    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), kv.bytes.begin()));
+  }
+
+  const Result r = read();
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto out = SafetensorsFile::load(path("out.safetensors"));
+  const SafetensorsTensor& key = out.at("key");
+  const SafetensorsTensor& value = out.at("value");
+  EXPECT_EQ(key.dtype, DType::f32);
+  EXPECT_EQ(key.shape, (std::vector<int64_t>{kTokens, kHeads, kHeadSize}));
+  EXPECT_EQ(value.shape, key.shape);
+  const auto* k = reinterpret_cast<const float*>(key.bytes.data());
+  const auto* v = reinterpret_cast<const float*>(value.bytes.data());
+  const int64_t row = kHeads * kHeadSize;
+  const double ek = rel_l2(input_.key_f, k, input_.slots, row);
+  const double ev = rel_l2(input_.value_f, v, input_.slots, row);
+  EXPECT_GE(ek, 0.07);
+  EXPECT_LE(ek, 0.12);
+  EXPECT_GE(ev, 0.07);
+  EXPECT_LE(ev, 0.12);
+  for (int64_t e = 0; e < row; ++e) ASSERT_EQ(k[e], 0.0f) << "padding token 0 reads as zeros";
+}
+
+TEST_F(WriteReadCli, ScalesFromTheInputAreUsedAndRecorded) {
+  // amax/448-style scales in the input file override the config's 1.0 and travel in the cache.
+  float k_scale = 0.03125f, v_scale = 0.0078125f;
+  auto t = input_.tensors();
+  t.push_back({"k_scale", make_view(&k_scale, DType::f32, {})});
+  t.push_back({"v_scale", make_view(&v_scale, DType::f32, {1})});
+  save_safetensors(path("scaled.safetensors"), t);
+  ASSERT_EQ(write("", "cache.safetensors", "scaled.safetensors").status, 0);
+  const auto cache = SafetensorsFile::load(path("cache.safetensors"));
+  EXPECT_EQ(cache.metadata().at("k_scale"), "0.03125");
+  EXPECT_EQ(cache.metadata().at("v_scale"), "0.0078125");
+  // A slot-mapping file without scales: the ones the cache records are used.
+  save_safetensors(path("slots.safetensors"), {input_.tensors()[2]});
+  const Result r = read("cache.safetensors", "slots.safetensors");
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto out = SafetensorsFile::load(path("out.safetensors"));
+  const auto* k = reinterpret_cast<const float*>(out.at("key").bytes.data());
+  EXPECT_LE(rel_l2(input_.key_f, k, input_.slots, kHeads * kHeadSize), 0.12);
+  // Extending that cache with other scales is refused.
+  expect_failure(write("--cache " + path("cache.safetensors"), "more.safetensors"), 2,
+                 path("in.safetensors") + ": k_scale 1 differs from the k_scale 0.03125 that " +
+                     path("cache.safetensors") + " was written with");
+}
+
+TEST_F(WriteReadCli, CacheOptionExtendsAnExistingCache) {
+  save_safetensors(path("first.safetensors"), input_.tensors(0, 120));
+  save_safetensors(path("second.safetensors"), input_.tensors(120, kTokens));
+  ASSERT_EQ(write("", "whole.safetensors").status, 0);
+  ASSERT_EQ(write("", "half.safetensors", "first.safetensors").status, 0);
+  const Result w = write("--cache " + path("half.safetensors") + " --backend reference_cpu",
+                         "both.safetensors", "second.safetensors");
+  ASSERT_EQ(w.status, 0) << w.err;
+  const auto whole = SafetensorsFile::load(path("whole.safetensors"));
+  const auto both = SafetensorsFile::load(path("both.safetensors"));
+  EXPECT_TRUE(std::equal(whole.at("kv_cache").bytes.begin(), whole.at("kv_cache").bytes.end(),
+                         both.at("kv_cache").bytes.begin()));
+}
+
+TEST_F(WriteReadCli, BadInputsExitTwoNamingTheFile) {
+  const std::string in = path("in.safetensors");
+  // A slot past the cache: the writer's message, prefixed with the input file.
+  const int64_t original = input_.slots[3];
+  input_.slots[3] = kBlocks * kBlockSize;
+  save_safetensors(path("bad_slot.safetensors"), input_.tensors());
+  expect_failure(write("", "c.safetensors", "bad_slot.safetensors"), 2,
+                 path("bad_slot.safetensors") +
+                     ": slot_mapping[3] = 384: expected < 384 (num_blocks 24 x block_size 16");
+  EXPECT_FALSE(fs::exists(path("c.safetensors"))) << "a refused write left an output file";
+  input_.slots[3] = original;
+
+  auto t = input_.tensors();
+  save_safetensors(path("no_value.safetensors"), {t[0], t[2]});
+  expect_failure(write("", "c.safetensors", "no_value.safetensors"), 2,
+                 path("no_value.safetensors") + ": no tensor 'value' (has: key, slot_mapping)");
+
+  std::vector<int32_t> wrong(kTokens * kHeads * kHeadSize);
+  save_safetensors(
+      path("i32_key.safetensors"),
+      {{"key", make_view(wrong.data(), DType::i32, {kTokens, kHeads, kHeadSize})}, t[1], t[2]});
+  expect_failure(
+      write("", "c.safetensors", "i32_key.safetensors"), 2,
+      path("i32_key.safetensors") + ": tensor 'key': dtype I32: expected BF16, F16 or F32");
+
+  save_safetensors(path("short_slots.safetensors"),
+                   {t[0], t[1], {"slot_mapping", make_view(input_.slots.data(), DType::i64, {7})}});
+  expect_failure(write("", "c.safetensors", "short_slots.safetensors"), 2,
+                 path("short_slots.safetensors") +
+                     ": tensor 'slot_mapping': shape [7]: expected [300] (num_tokens of key)");
+
+  save_safetensors(path("extra.safetensors"), {t[0], t[1], t[2], {"k_scales", t[2].view}});
+  expect_failure(write("", "c.safetensors", "extra.safetensors"), 2,
+                 path("extra.safetensors") + ": tensor 'k_scales' is not an input of kvq write");
+
+  float zero = 0.0f;
+  save_safetensors(path("zero_scale.safetensors"),
+                   {t[0], t[1], t[2], {"v_scale", make_view(&zero, DType::f32, {})}});
+  expect_failure(write("", "c.safetensors", "zero_scale.safetensors"), 2,
+                 path("zero_scale.safetensors") + ": v_scale = 0: expected a finite value > 0");
+
+  // A truncated file, a missing file, a missing flag.
+  const std::string bytes = slurp(in);
+  std::ofstream(path("truncated.safetensors"), std::ios::binary)
+      .write(bytes.data(), static_cast<std::streamsize>(bytes.size() - 1));
+  expect_failure(write("", "c.safetensors", "truncated.safetensors"), 2,
+                 path("truncated.safetensors") + ": ");
+  expect_failure(write("", "c.safetensors", "nope.safetensors"), 2,
+                 path("nope.safetensors") + ": no such file");
+  const Result usage = kvq("write " + config_.string() + " --input " + in);
+  EXPECT_EQ(usage.status, 2) << usage.err;
+}
+
+TEST_F(WriteReadCli, ReadRefusesACacheOfAnotherLayout) {
+  ASSERT_EQ(write("").status, 0);
+  std::string other = kConfig;
+  other.replace(other.find("num_blocks: 24"), 14, "num_blocks: 32");
+  std::ofstream(path("other.yaml")) << other;
+  expect_failure(read("cache.safetensors", "in.safetensors", path("other.yaml")), 2,
+                 path("cache.safetensors") + ": the cache's layout differs from " +
+                     path("other.yaml") + ": num_blocks is 24 in the cache, 32 in the config");
+  other = kConfig;
+  other.replace(other.find("v_scales: sm100_swizzled"), 24, "v_scales: linear");
+  std::ofstream(path("linear.yaml")) << other;
+  expect_failure(read("cache.safetensors", "in.safetensors", path("linear.yaml")), 2,
+                 path("cache.safetensors") + ": the cache's layout differs from " +
+                     path("linear.yaml") +
+                     ": v_scales is sm100_swizzled in the cache, linear in "
+                     "the config");
+  // A cache without kvq's metadata, e.g. from another tool.
+  std::vector<uint8_t> raw(kBlocks * kPage);
+  save_safetensors(path("bare.safetensors"),
+                   {{"kv_cache", make_view(raw.data(), DType::u8, {kBlocks, kPage})}});
+  expect_failure(read("bare.safetensors"), 2,
+                 path("bare.safetensors") + ": __metadata__ has no 'block_size'");
+  // Slots out of range on read.
+  input_.slots[5] = 1000;
+  save_safetensors(path("far.safetensors"), {input_.tensors()[2]});
+  expect_failure(read("cache.safetensors", "far.safetensors"), 2,
+                 path("far.safetensors") + ": slot_mapping[5] = 1000: expected < 384");
+}
+
+TEST_F(WriteReadCli, UnwritableOutputExitsOne) {
+  expect_failure(write("", "no/such/dir/cache.safetensors"), 1,
+                 path("no/such/dir/cache.safetensors") + ": cannot open for writing");
+}
+
+}  // namespace
+}  // namespace kvq
