@@ -1,0 +1,175 @@
+// `kvq bench` end to end with the reference_cpu plugin: a tiny sweep whose JSON must hold every
+// key with positive numbers, its exit statuses, and --plot when matplotlib is there.
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+
+namespace {
+namespace fs = std::filesystem;
+
+struct BenchRun {
+  int status = -1;
+  std::string out, err;
+};
+
+std::string env(const char* name) {
+  const char* v = std::getenv(name);
+  return v ? v : "";
+}
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class BenchCli : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (env("KVQ_BUILD_DIR").empty() || env("KVQ_SOURCE_DIR").empty()) {
+      GTEST_SKIP() << "KVQ_BUILD_DIR / KVQ_SOURCE_DIR not set (run through ctest)";
+    }
+    kvq_ = fs::path(env("KVQ_BUILD_DIR")) / "bin" / "kvq";
+    config_ = fs::path(env("KVQ_SOURCE_DIR")) / "configs" / "reference_cpu.yaml";
+    dir_ = fs::temp_directory_path() /
+           ("kvq_bench_cli_" + std::to_string(::getpid()) + "_" +
+            ::testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+  }
+  void TearDown() override {
+    std::error_code ec;
+    if (!dir_.empty()) fs::remove_all(dir_, ec);
+  }
+
+  BenchRun bench(const std::string& args) {
+    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
+    const std::string cmd =
+        kvq_.string() + " bench " + args + " >" + out.string() + " 2>" + err.string();
+    const int raw = std::system(cmd.c_str());
+    BenchRun r;
+    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+    r.out = slurp(out);
+    r.err = slurp(err);
+    return r;
+  }
+
+  fs::path kvq_, config_, dir_;
+};
+
+// "[3/8] H=" (GCC 12 warns falsely about "[" + std::string).
+std::string fmt_progress(int i) {
+  std::string s = "[";
+  s += std::to_string(i);
+  s += "/8] H=";
+  return s;
+}
+
+void expect_timing(const nlohmann::json& t, int iterations, const std::string& where) {
+  SCOPED_TRACE(where);
+  ASSERT_TRUE(t.is_object());
+  EXPECT_EQ(t["iterations"], iterations);
+  for (const char* k : {"median", "min", "max"}) EXPECT_GT(t["ms"][k].get<double>(), 0) << k;
+  EXPECT_LE(t["ms"]["min"].get<double>(), t["ms"]["median"].get<double>());
+  EXPECT_LE(t["ms"]["median"].get<double>(), t["ms"]["max"].get<double>());
+  EXPECT_EQ(t["samples_ms"].size(), static_cast<size_t>(iterations));
+  EXPECT_GT(t["gbps"].get<double>(), 0);
+  EXPECT_GT(t["percent_of_copy"].get<double>(), 0);
+  EXPECT_GT(t["bytes"]["read"].get<uint64_t>(), 0u);
+  EXPECT_GT(t["bytes"]["written"].get<uint64_t>(), 0u);
+  EXPECT_EQ(t["bytes"]["total"].get<uint64_t>(),
+            t["bytes"]["read"].get<uint64_t>() + t["bytes"]["written"].get<uint64_t>());
+  EXPECT_GE(t["sets"].get<int64_t>(), 2);
+  // CPU: no graph replay, and the JSON says why.
+  EXPECT_TRUE(t["graph"].is_null());
+  EXPECT_FALSE(t["graph_note"].get<std::string>().empty());
+}
+
+TEST_F(BenchCli, TinyReferenceCpuSweepKeepsEveryNumber) {
+  const fs::path json = dir_ / "bench.json";
+  const BenchRun r = bench(config_.string() +
+                           " --shapes 8x128x16,1x64 --tokens 1,20 --threads 1,2 --iterations 3 "
+                           "--json " +
+                           json.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["tool"], "kvq bench");
+  EXPECT_FALSE(doc["date"].get<std::string>().empty());
+  EXPECT_EQ(doc["config"]["backend"], "reference_cpu");
+  EXPECT_EQ(doc["config"]["layout"]["order"], "HND");
+  EXPECT_EQ(doc["config"]["layout"]["v_scales"], "sm100_swizzled");
+  EXPECT_EQ(doc["device"]["id"], "cpu");
+  EXPECT_FALSE(doc["device"]["name"].get<std::string>().empty());
+  EXPECT_EQ(doc["copy_bandwidth"]["bytes"], 256u << 20);
+  EXPECT_GT(doc["copy_bandwidth"]["gbps"].get<double>(), 0);
+
+  // 8x128 at block size 16, 1x64 at the default 16; T 1 and 20; threads 1 and 2.
+  const auto& cases = doc["cases"];
+  ASSERT_EQ(cases.size(), 8u);
+  EXPECT_EQ(cases[0]["shape"], (nlohmann::json{{"num_kv_heads", 8}, {"head_size", 128}}));
+  EXPECT_EQ(cases[0]["threads"], 1);
+  EXPECT_EQ(cases[1]["threads"], 2);
+  EXPECT_EQ(cases[2]["tokens"], 20);
+  EXPECT_EQ(cases[2]["valid_tokens"], 19);  // 5% of 20 padded
+  EXPECT_EQ(cases[2]["padding_tokens"], 1);
+  EXPECT_EQ(cases[4]["shape"]["head_size"], 64);
+  EXPECT_EQ(cases[4]["block_size"], 16);
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const auto& c = cases[i];
+    EXPECT_TRUE(c["error"].is_null()) << c["error"];
+    EXPECT_GT(c["page_bytes"].get<uint64_t>(), 0u);
+    expect_timing(c["write"], 3, "write case " + std::to_string(i));
+    expect_timing(c["read"], 3, "read case " + std::to_string(i));
+  }
+  // One progress line per case on stderr, and a table row per case on stdout.
+  for (int i = 1; i <= 8; ++i) {
+    const std::string prefix = fmt_progress(i);
+    EXPECT_NE(r.err.find(prefix), std::string::npos) << prefix << " in\n" << r.err;
+  }
+  EXPECT_NE(r.out.find("copy bandwidth:"), std::string::npos) << r.out;
+}
+
+TEST_F(BenchCli, BadShapesIsAUsageErrorOnOneLine) {
+  const BenchRun r = bench(config_.string() + " --shapes 8by128");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "kvq: --shapes: expected HEADSxHEAD_SIZE or HEADSxHEAD_SIZExBLOCK_SIZE items (e.g. "
+            "8x128,1x128x64), found '8by128'\n");
+}
+
+TEST_F(BenchCli, UnwritableJsonFailsBeforeTiming) {
+  const BenchRun r =
+      bench(config_.string() + " --tokens 1 --json " + (dir_ / "no" / "x.json").string());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("x.json: cannot write the bench results"), std::string::npos) << r.err;
+  EXPECT_EQ(r.err.find("[1/"), std::string::npos) << "no case ran";
+}
+
+TEST_F(BenchCli, PlotDrawsAPng) {
+  const fs::path script = fs::path(env("KVQ_SOURCE_DIR")) / "scripts" / "plot_bench.py";
+  bool have_matplotlib = false;
+  for (const char* python : {"python3", "/usr/bin/python3"}) {
+    const std::string cmd =
+        std::string(python) + " " + script.string() + " --check >/dev/null 2>&1";
+    if (std::system(cmd.c_str()) == 0) have_matplotlib = true;
+  }
+  if (!have_matplotlib) GTEST_SKIP() << "no python3 with matplotlib (scripts/install-deps.sh)";
+  const fs::path png = dir_ / "bench.png";
+  const BenchRun r = bench(config_.string() +
+                           " --shapes 1x64x16 --tokens 1,16 --threads 1 "
+                           "--iterations 3 --plot " +
+                           png.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::string bytes = slurp(png);
+  ASSERT_GT(bytes.size(), 1000u);
+  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_TRUE(fs::exists(dir_ / "bench.json")) << "--plot without --json keeps its JSON beside";
+}
+
+}  // namespace

@@ -1,0 +1,23 @@
+# kvq bench's tests (issue 7). Included from tests/apps/CMakeLists.txt.
+# unit: the sweep, inputs, byte counts, runner and JSON, driven by fakes (no plugin loaded).
+kvq_add_test(kvq_bench_unit_tests LABEL unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/bench_unit_test.cpp
+  LINK kvq_bench kvq::layouts)
+
+# plugin: `kvq bench` end to end with reference_cpu (a tiny sweep, exit statuses, --plot).
+kvq_add_test(kvq_bench_cli_tests LABEL plugin
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/bench_cli_test.cpp
+  LINK nlohmann_json::nlohmann_json)
+if(TARGET kvq_backend_reference_cpu)
+  add_dependencies(kvq_bench_cli_tests kvq kvq_backend_reference_cpu)
+endif()
+
+# gpu: CudaDeviceRuntime, compiled in (the plugin is not loaded); device tests skip without a GPU.
+if(KVQ_HAVE_CUDA)
+  kvq_add_test(kvq_bench_cuda_runtime_tests LABEL gpu
+    SOURCES ${CMAKE_CURRENT_LIST_DIR}/bench_cuda_runtime_test.cpp
+            ${PROJECT_SOURCE_DIR}/backends/cuda_nvfp4/src/cuda_device_runtime.cu
+    LINK kvq::core CUDA::cudart)
+  target_include_directories(kvq_bench_cuda_runtime_tests PRIVATE
+    ${PROJECT_SOURCE_DIR}/backends/cuda_nvfp4/src)
+endif()
