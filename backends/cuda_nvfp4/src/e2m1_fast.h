@@ -4,15 +4,20 @@
 //
 // e2m1x8_sw: the software path, host + device, equal to kvq::e2m1_from_float (the reference) for
 // every float (all 2^32 checked on the host by tests/cuda_nvfp4/e2m1_host_exhaustive_test.cpp and
-// on the GPU by GpuCodecs.E2m1SoftwareExhaustive). About 11 integer/float instructions per
-// element, no double, no table, no branch, integer compares only (so signaling NaNs
-// behave like quiet ones on every compiler):
-//   m     = min(|y| bits, 6.0 bits)          integer min on the pattern: inf and NaN -> 6
-//   magic = 2^22 * max(1, 2^floor(log2 m))   the float whose ulp is the E2M1 step at m:
-//                                            0.5 in [0, 2), 1 in [2, 4), 2 in [4, 6]
-//   m + magic (one IEEE add, round to nearest even) rounds m to the E2M1 grid, ties to the even
-//   multiple of the step = the even code; its bit pattern is magic's + index within the binade,
-//   and code = index + 2 * log2(magic / 2^22).
+// on the GPU by GpuCodecs.E2m1SoftwareExhaustive). Nine instructions per element, no double, no
+// table, no branch:
+//   c     = min(y, 6)                        NaN -> +6 (min returns the non-NaN operand); keeps
+//                                            the sign of every non-NaN y, -0.0 included
+//   m     = min(|c|, 6)                      the magnitude, saturated
+//   p     = 2^floor(log2 max(m, 1))          1, 2 or 4 (the exponent bits of max(m, 1))
+//   magic = 2^22 * p + 2E ulps (E = log2 p)  2^22*p is the float whose ulp is the E2M1 step at m
+//                                            (0.5 in [0, 2), 1 in [2, 4), 2 in [4, 6])
+//   r     = m + magic                        ONE IEEE add rounds m to the E2M1 grid, ties to the
+//                                            even step = the even code (the 2E extra ulps are
+//                                            even, so they do not change which neighbour wins);
+//                                            r's low 3 bits are then idx + 2E = the E2M1 code
+//   word  = funnel-shift r's low nibble into the top of an accumulator, OR in c's sign bit;
+//           after 8 elements element i sits in bits [4i, 4i+4).
 // e2m1x8_hw: sm_100's cvt.rn.satfinite.e2m1x2.f32 (two elements per instruction). Only defined
 // in device code compiled for an arch that has it (KVQ_HAVE_HW_E2M1); the plugin's probe
 // compares it with the software path on the boundary values before any write uses it.
@@ -34,6 +39,31 @@ namespace kvq::cuda_nvfp4 {
 
 namespace detail {
 
+// min(a, 6) and max(a, 1) with "a NaN gives the constant": FMNMX on the device (which returns
+// the non-NaN operand); written as a comparison on the host, where fminf of a signaling NaN may
+// return NaN.
+KVQ_HD float min6(float a) {
+#if defined(__CUDA_ARCH__)
+  return fminf(a, 6.0f);
+#else
+  return a < 6.0f ? a : 6.0f;
+#endif
+}
+KVQ_HD float abs_min6(float a) {
+#if defined(__CUDA_ARCH__)
+  return fminf(fabsf(a), 6.0f);
+#else
+  const float m = kvq::detail::bits_to_float(kvq::detail::float_to_bits(a) & 0x7FFFFFFFu);
+  return m < 6.0f ? m : 6.0f;
+#endif
+}
+KVQ_HD float max1(float a) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, 1.0f);
+#else
+  return a > 1.0f ? a : 1.0f;
+#endif
+}
 KVQ_HD float add_rn(float a, float b) {
 #if defined(__CUDA_ARCH__)
   return __fadd_rn(a, b);
@@ -41,24 +71,34 @@ KVQ_HD float add_rn(float a, float b) {
   return a + b;
 #endif
 }
+// (hi:lo) >> 4, low 32 bits.
+KVQ_HD uint32_t shift_in_nibble(uint32_t lo, uint32_t hi) {
+#if defined(__CUDA_ARCH__)
+  return __funnelshift_r(lo, hi, 4);
+#else
+  return (lo >> 4) | (hi << 28);
+#endif
+}
+
+// One element, as the accumulator takes it: the code in the low 3 bits of *r (bit 3 clear),
+// the sign in bit 31 of *sign.
+KVQ_HD void e2m1_parts(float y, uint32_t* r, uint32_t* sign) {
+  const float c = min6(y);
+  const float m = abs_min6(c);
+  const uint32_t p = kvq::detail::float_to_bits(max1(m)) & 0x7F800000u;
+  // 2^(22+E) = p + (22 << 23); 2E = (p >> 22) - 254.
+  const uint32_t magic = p + (p >> 22) + ((22u << 23) - 254u);
+  *r = kvq::detail::float_to_bits(detail::add_rn(m, kvq::detail::bits_to_float(magic)));
+  *sign = kvq::detail::float_to_bits(c) & 0x80000000u;
+}
 
 }  // namespace detail
 
 // One element: the 4-bit code (sign in bit 3). Equal to kvq::e2m1_from_float for every float.
 KVQ_HD uint32_t e2m1_sw(float y) {
-  const uint32_t bits = kvq::detail::float_to_bits(y);
-  const uint32_t a = bits & 0x7FFFFFFFu;
-  const uint32_t m = a < 0x40C00000u ? a : 0x40C00000u;  // |y| clamped to 6: inf and NaN -> 6
-  // Biased exponent of max(m, 1): 127, 128 or 129.
-  const uint32_t e = (m > 0x3F800000u ? m : 0x3F800000u) >> 23;
-  const uint32_t magic = (e + 22u) << 23;  // 2^22, 2^23 or 2^24
-  const uint32_t r = kvq::detail::float_to_bits(
-      detail::add_rn(kvq::detail::bits_to_float(m), kvq::detail::bits_to_float(magic)));
-  const uint32_t code = r - magic + 2u * (e - 127u);
-  // Bit 31 of `neg`: y is negative and not NaN (adding 0x7FFFFF carries out of bit 31 exactly
-  // for the negative NaN patterns 0xFF800001..0xFFFFFFFF).
-  const uint32_t neg = bits & (bits + 0x7FFFFFu);
-  return code | ((neg >> 28) & 0x8u);
+  uint32_t r, sign;
+  detail::e2m1_parts(y, &r, &sign);
+  return (r & 0x7u) | (sign >> 28);
 }
 
 // Eight elements y[0..7] -> nibbles, element i in bits [4i, 4i+4).
@@ -67,7 +107,11 @@ KVQ_HD uint32_t e2m1x8_sw(const float* y) {
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
-  for (int i = 7; i >= 0; --i) acc = (acc << 4) | e2m1_sw(y[i]);
+  for (int i = 0; i < 8; ++i) {
+    uint32_t r, sign;
+    detail::e2m1_parts(y[i], &r, &sign);
+    acc = detail::shift_in_nibble(acc, r) | sign;
+  }
   return acc;
 }
 
