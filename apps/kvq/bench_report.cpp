@@ -65,7 +65,7 @@ double percent_of_copy(double gb_per_s, double copy_bytes_per_s) {
   return copy_bytes_per_s > 0 ? 100.0 * gb_per_s * 1e9 / copy_bytes_per_s : 0.0;
 }
 
-json to_json(const RunInfo& info, const std::vector<CaseResult>& results) {
+json to_json(const RunInfo& info, const std::vector<CaseResult>& results, bool complete) {
   const double copy = info.copy_bytes_per_s;
   json cases = json::array();
   for (const CaseResult& r : results) {
@@ -120,6 +120,7 @@ json to_json(const RunInfo& info, const std::vector<CaseResult>& results) {
         {"bytes_rule",
          "write: 2*valid*H*D*2 read + 2*valid*H*(D/2+D/16) written + 8*T slot bytes; read: "
          "2*valid*H*(D/2+D/16) + 8*T read, 2*T*H*D*4 written"}}},
+      {"complete", complete},
       {"cases", std::move(cases)},
   };
 }

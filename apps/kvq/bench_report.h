@@ -32,7 +32,10 @@ std::string utc_now_iso8601();
 // Percent of the copy bandwidth that `gb_per_s` is.
 double percent_of_copy(double gb_per_s, double copy_bytes_per_s);
 
-nlohmann::json to_json(const RunInfo& info, const std::vector<CaseResult>& results);
+// `complete` is false while cases are still running (the file is rewritten after each case, so a
+// run cut short by a time limit still leaves its numbers).
+nlohmann::json to_json(const RunInfo& info, const std::vector<CaseResult>& results,
+                       bool complete = true);
 
 // "[ 3/64] H=8 D=128 bs=16 T=64: write 4.1 us 301.2 GB/s 7.2% | graph 2.9 us | read ..."
 std::string progress_line(std::size_t index, std::size_t count, const CaseResult& r,

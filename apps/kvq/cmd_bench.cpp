@@ -135,6 +135,7 @@ int run_bench(const BenchFlags& f) {
       failed += results.back().error.empty() ? 0 : 1;
       std::cerr << bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s)
                 << std::endl;
+      if (!f.json.empty()) write_json(f.json, bench::to_json(info, results, false));
     }
   }
 

@@ -100,6 +100,7 @@ TEST_F(BenchCli, TinyReferenceCpuSweepKeepsEveryNumber) {
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(doc["tool"], "kvq bench");
+  EXPECT_EQ(doc["complete"], true);
   EXPECT_FALSE(doc["date"].get<std::string>().empty());
   EXPECT_EQ(doc["config"]["backend"], "reference_cpu");
   EXPECT_EQ(doc["config"]["layout"]["order"], "HND");

@@ -12,12 +12,10 @@ if(TARGET kvq_backend_reference_cpu)
   add_dependencies(kvq_bench_cli_tests kvq kvq_backend_reference_cpu)
 endif()
 
-# gpu: CudaDeviceRuntime, compiled in (the plugin is not loaded); device tests skip without a GPU.
-if(KVQ_HAVE_CUDA)
+# gpu: CudaDeviceRuntime from the cuda_nvfp4 implementation library (no plugin loaded); the
+# device tests skip without a GPU, the refusals run everywhere.
+if(TARGET kvq_cuda_nvfp4_impl)
   kvq_add_test(kvq_bench_cuda_runtime_tests LABEL gpu
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/bench_cuda_runtime_test.cpp
-            ${PROJECT_SOURCE_DIR}/backends/cuda_nvfp4/src/cuda_device_runtime.cu
-    LINK kvq::core CUDA::cudart)
-  target_include_directories(kvq_bench_cuda_runtime_tests PRIVATE
-    ${PROJECT_SOURCE_DIR}/backends/cuda_nvfp4/src)
+    LINK kvq_cuda_nvfp4_impl)
 endif()

@@ -435,6 +435,8 @@ TEST(BenchReport, JsonKeepsEveryNumber) {
     EXPECT_TRUE(j.contains(key)) << key;
   }
   EXPECT_DOUBLE_EQ(j["copy_bandwidth"]["gbps"].get<double>(), 4000.0);
+  EXPECT_EQ(j["complete"], true);
+  EXPECT_EQ(to_json(info, results, false)["complete"], false) << "rewritten after each case";
   const auto& c = j["cases"][0];
   EXPECT_EQ(c["shape"]["num_kv_heads"], 8);
   EXPECT_EQ(c["shape"]["head_size"], 128);
