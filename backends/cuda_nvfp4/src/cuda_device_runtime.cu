@@ -8,49 +8,18 @@
 #include <vector>
 
 #include "cuda_device_runtime.h"
+#include "cuda_util.h"
 
 namespace kvq::cuda_nvfp4 {
 namespace {
 
-// "cudaMalloc(1073741824 bytes) on cuda:0 failed: out of memory (cudaErrorMemoryAllocation)".
-// Clears the error so that a later cudaGetLastError() (a writer's launch check) does not report
-// it again; sticky errors (a faulted kernel) stay, as they must.
-Status cuda_failure(cudaError_t err, const std::string& call, int ordinal) {
-  (void)cudaGetLastError();
-  const ErrorCode code = (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
-                             ? ErrorCode::unavailable
-                             : ErrorCode::runtime;
-  return {code, call + " on cuda:" + std::to_string(ordinal) +
-                    " failed: " + cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")"};
-}
-
 // Evaluates `call`; on failure returns the Status naming `what` (only built on failure, so the
 // timing loops pay nothing for it).
-#define KVQ_CUDA_RETURN_IF_ERROR(call, what)                                            \
-  do {                                                                                  \
-    const cudaError_t kvq_cuda_err = (call);                                            \
-    if (kvq_cuda_err != cudaSuccess) return cuda_failure(kvq_cuda_err, what, ordinal_); \
+#define KVQ_CUDA_RETURN_IF_ERROR(call, what)                                           \
+  do {                                                                                 \
+    const cudaError_t kvq_cuda_err = (call);                                           \
+    if (kvq_cuda_err != cudaSuccess) return cuda_status(kvq_cuda_err, what, ordinal_); \
   } while (0)
-
-// Makes `ordinal` current for a scope and puts the caller's device back afterwards.
-class DeviceScope {
- public:
-  explicit DeviceScope(int ordinal) : ordinal_(ordinal) {
-    if (cudaGetDevice(&previous_) != cudaSuccess) previous_ = -1;
-    error_ = previous_ == ordinal ? cudaSuccess : cudaSetDevice(ordinal);
-  }
-  ~DeviceScope() {
-    if (previous_ >= 0 && previous_ != ordinal_) (void)cudaSetDevice(previous_);
-  }
-  DeviceScope(const DeviceScope&) = delete;
-  DeviceScope& operator=(const DeviceScope&) = delete;
-  cudaError_t error() const { return error_; }
-
- private:
-  int ordinal_;
-  int previous_ = -1;
-  cudaError_t error_ = cudaSuccess;
-};
 
 // Events created together and destroyed with the scope.
 class EventSet {
@@ -119,29 +88,27 @@ Status CudaDeviceRuntime::create(int ordinal, CudaDeviceRuntime** out) noexcept 
                                               std::to_string(count) + " CUDA device(s)");
     }
     auto check = [&](cudaError_t err, const char* call) {
-      if (err != cudaSuccess) throw Error(cuda_failure(err, call, ordinal));
+      if (err != cudaSuccess) throw Error(cuda_status(err, call, ordinal));
     };
     cudaDeviceProp prop{};
     check(cudaGetDeviceProperties(&prop, ordinal), "cudaGetDeviceProperties");
-    DeviceScope scope(ordinal);
+    DeviceGuard scope(ordinal);
     check(scope.error(), "cudaSetDevice");
     cudaStream_t stream = nullptr;
     check(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "cudaStreamCreateWithFlags");
-    std::string name = std::string(prop.name) + " (sm_" + std::to_string(prop.major) +
-                       std::to_string(prop.minor) + ")";
-    *out = new CudaDeviceRuntime(ordinal, std::move(name), stream);
+    *out = new CudaDeviceRuntime(ordinal, describe_device(prop, ordinal), stream);
   });
 }
 
 CudaDeviceRuntime::~CudaDeviceRuntime() {
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   (void)cudaStreamSynchronize(stream_);
   (void)cudaStreamDestroy(stream_);
 }
 
 Status CudaDeviceRuntime::allocate(std::size_t bytes, void** out) noexcept {
   *out = nullptr;
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
   KVQ_CUDA_RETURN_IF_ERROR(cudaMalloc(out, bytes),
                            "cudaMalloc(" + std::to_string(bytes) + " bytes)");
@@ -150,7 +117,7 @@ Status CudaDeviceRuntime::allocate(std::size_t bytes, void** out) noexcept {
 
 Status CudaDeviceRuntime::release(void* ptr) noexcept {
   if (!ptr) return Status::ok();
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
   KVQ_CUDA_RETURN_IF_ERROR(cudaFree(ptr), "cudaFree");
   return Status::ok();
@@ -172,7 +139,7 @@ Status CudaDeviceRuntime::copy(void* dst, const void* src, std::size_t bytes,
       break;
     case CopyKind::device_to_device: break;
   }
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
   KVQ_CUDA_RETURN_IF_ERROR(
       cudaMemcpyAsync(dst, src, bytes, cuda_kind, stream_),
@@ -187,7 +154,7 @@ Status CudaDeviceRuntime::copy(void* dst, const void* src, std::size_t bytes,
 
 Status CudaDeviceRuntime::fill(void* dst, uint8_t byte, std::size_t bytes) noexcept {
   if (bytes == 0) return Status::ok();
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
   KVQ_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dst, byte, bytes, stream_),
                            "cudaMemsetAsync(" + std::to_string(bytes) + " bytes)");
@@ -195,7 +162,7 @@ Status CudaDeviceRuntime::fill(void* dst, uint8_t byte, std::size_t bytes) noexc
 }
 
 Status CudaDeviceRuntime::synchronize() noexcept {
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
   KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_), "cudaStreamSynchronize");
   return Status::ok();
@@ -209,7 +176,7 @@ Status CudaDeviceRuntime::time(LaunchFn launch, void* context, const TimingOptio
             "timing: expected iterations >= 1 and warmup >= 0, got iterations " +
                 std::to_string(options.iterations) + ", warmup " + std::to_string(options.warmup)};
   }
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
   return options.graph ? time_graph(launch, context, options, milliseconds)
                        : time_direct(launch, context, options, milliseconds);
@@ -299,7 +266,7 @@ Status CudaDeviceRuntime::time_graph(LaunchFn launch, void* context, const Timin
 Status CudaDeviceRuntime::copy_bandwidth(std::size_t bytes, double* bytes_per_second) noexcept {
   *bytes_per_second = 0;
   if (bytes == 0) return {ErrorCode::invalid_argument, "copy bandwidth: expected bytes > 0"};
-  DeviceScope scope(ordinal_);
+  DeviceGuard scope(ordinal_);
   KVQ_CUDA_RETURN_IF_ERROR(scope.error(), "cudaSetDevice");
   DeviceBuffer src, dst;
   KVQ_CUDA_RETURN_IF_ERROR(cudaMalloc(&src.ptr, bytes),

@@ -28,7 +28,8 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   CudaDeviceRuntime& operator=(const CudaDeviceRuntime&) = delete;
 
   Device device() const noexcept override { return Device::cuda(ordinal_); }
-  std::string device_name() const noexcept override { return name_; }  // "NVIDIA H200 (sm_90)"
+  // "NVIDIA H200 (cuda:0, compute capability 9.0, 132 SMs)"
+  std::string device_name() const noexcept override { return name_; }
   void* stream() const noexcept override { return stream_; }
 
   Status allocate(std::size_t bytes, void** out) noexcept override;
