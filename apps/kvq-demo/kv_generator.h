@@ -12,11 +12,11 @@
 //   plus Gaussians with a per-channel spread in [0.5, 1].
 // - Queries are N(0, 1) per channel, rotary-encoded at the position they are asked at.
 //
-// How much the attention error depends on this (measured on tests/demo/data/demo_tiny.yaml, with K
-// and V errors 0.097 / 0.095 throughout): key errors perturb the logits by about
-// k_rel_error * rms(k) * rms(q); with zero-mean values every output is a small average and that
-// perturbation shows fully (cosine 0.977 at rms(q) = 1, 0.953 at 2); with the value mean above,
-// cosine 0.998 (0.989 at rms(q) = 2). Real values do carry such a mean (biases, attention sinks).
+// How much the attention error depends on this: key errors perturb the logits by about
+// k_rel_error * rms(k) * rms(q). With zero-mean values every output is a small average and that
+// perturbation shows fully (attention cosine about 0.977 at rms(q) = 1); with the value mean above,
+// about 0.998. Real values do carry such a mean (biases, attention sinks). apps/kvq-demo/README.md
+// has the measurements.
 //
 // Every value is bf16-representable: rows are what an engine hands kvq (bf16), and the f32 copy is
 // exact. Rows depend only on (seed, sequence, position), never on the batch that writes them.
