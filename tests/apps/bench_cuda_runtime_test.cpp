@@ -143,14 +143,21 @@ TEST_F(CudaRuntimeOnDevice, TimesGraphReplaysOfSeveralCaptures) {
   std::vector<double> ms;
   const Status s = rt_->time(&MemsetLaunch::launch, &m, TimingOptions{2, 50, true}, &ms);
   ASSERT_TRUE(s) << s.message();
-  // 2 direct warm-ups, then one capture per graph (at most kMaxGraphs); replays call nothing.
-  EXPECT_EQ(m.calls, 2 + cuda_nvfp4::CudaDeviceRuntime::kMaxGraphs);
+  // 2 direct warm-ups, then one capture per graph: 2 warm-up graphs + 50 timed ones; replays
+  // call nothing.
+  const TimingOptions o{2, 50, true};
+  EXPECT_EQ(cuda_nvfp4::CudaDeviceRuntime::graphs_captured(o), 52);
+  EXPECT_EQ(m.calls, 2 + 52);
   ASSERT_EQ(ms.size(), 50u);
   for (double t : ms) EXPECT_GT(t, 0.0);
   // The last replay wrote the value of its capture: the buffer holds a launch's byte.
   uint8_t first = 0;
   ASSERT_TRUE(rt_->copy(&first, m.buffer, 1, CopyKind::device_to_host));
   EXPECT_GE(first, 3);
+  m.calls = 0;
+  ASSERT_TRUE(rt_->time(&MemsetLaunch::launch, &m, TimingOptions{20, 100, true}, &ms));
+  EXPECT_EQ(m.calls, 20 + 8 + 64) << "warm-up graphs and timed graphs are capped";
+  EXPECT_EQ(ms.size(), 100u);
   EXPECT_TRUE(rt_->release(m.buffer));
 }
 

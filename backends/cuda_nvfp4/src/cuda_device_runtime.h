@@ -40,10 +40,12 @@ class CudaDeviceRuntime final : public DeviceRuntime {
 
   // Direct mode: options.warmup launches, then each timed launch between its own pair of events;
   // one synchronize at the end, so the host queues ahead exactly as an engine does.
-  // Graph mode: options.warmup direct launches, then min(iterations, kMaxGraphs) graphs each
-  // captured from one launch (so a context that rotates its input sets at every launch keeps
-  // rotating), uploaded, replayed once each as warm-up, then options.iterations replays in turn,
-  // each between its own pair of events.
+  // Graph mode: options.warmup direct launches (module loading stays out of the capture), then
+  // graphs_captured() graphs, each captured from one launch, so that a context that takes the
+  // next input set at every launch keeps rotating through replays; all are uploaded. The first
+  // warmup_graphs() are replayed as warm-up; the timed replays cycle over the others, each
+  // between its own pair of events, so that up to kMaxGraphs iterations each replay a graph
+  // (and read inputs) that nothing has touched since its capture.
   Status time(LaunchFn launch, void* context, const TimingOptions& options,
               std::vector<double>* milliseconds) noexcept override;
 
@@ -51,7 +53,14 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   // two warm-up copies), as (read + written bytes) per second.
   Status copy_bandwidth(std::size_t bytes, double* bytes_per_second) noexcept override;
 
-  static constexpr int kMaxGraphs = 32;
+  static constexpr int kMaxGraphs = 64;       // timed graphs (more iterations cycle over them)
+  static constexpr int kMaxWarmupGraphs = 8;  // graphs replayed only as warm-up
+  static int warmup_graphs(const TimingOptions& o) {
+    return o.warmup < kMaxWarmupGraphs ? o.warmup : kMaxWarmupGraphs;
+  }
+  static int graphs_captured(const TimingOptions& o) {
+    return warmup_graphs(o) + (o.iterations < kMaxGraphs ? o.iterations : kMaxGraphs);
+  }
   static constexpr int kCopyRepeats = 10;
 
  private:
