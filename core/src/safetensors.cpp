@@ -38,9 +38,19 @@ void write_u64_le(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
-// A JSON value for a message, cut short: a hostile header can make any value huge.
+// A JSON value for a message, cut short: a hostile header can make any value huge. Values here
+// nest at most one level (parse_header_json refuses deeper headers).
 std::string short_dump(const json& v) {
-  std::string s = v.dump();
+  std::string s;
+  if (v.is_array()) {
+    s = "[";
+    for (size_t i = 0; i < v.size() && s.size() < 64; ++i) s += (i ? "," : "") + v[i].dump();
+    s += "]";
+  } else if (v.is_object()) {
+    s = "{...}";
+  } else {
+    s = v.dump();
+  }
   if (s.size() > 64) s = s.substr(0, 60) + " ...";
   return s;
 }
@@ -144,6 +154,10 @@ std::map<std::string, std::string> parse_metadata(const std::string& source, con
   return out;
 }
 
+// A safetensors header nests three levels: {name: {"shape": [sizes]}}. Deeper containers are
+// refused while parsing, before a hostile 100 MB header of brackets can cost gigabytes.
+constexpr int kMaxContainerDepth = 2;  // depth of the shape array
+
 // Parses the JSON header; duplicate names anywhere in it are errors (JSON parsers silently keep
 // one of them, which would let two readers of one file see different tensors).
 json parse_header_json(const std::string& source, const uint8_t* p, size_t n) {
@@ -151,6 +165,11 @@ json parse_header_json(const std::string& source, const uint8_t* p, size_t n) {
   std::string duplicate;
   auto callback = [&](int depth, json::parse_event_t event, json& parsed) {
     const auto d = static_cast<size_t>(depth);
+    if ((event == json::parse_event_t::object_start || event == json::parse_event_t::array_start) &&
+        depth > kMaxContainerDepth) {
+      fail(source, fmt::format("header nests deeper than a safetensors header ({} levels)",
+                               kMaxContainerDepth + 1));
+    }
     if (event == json::parse_event_t::object_start) {
       if (keys_at_depth.size() < d + 2) keys_at_depth.resize(d + 2);
       keys_at_depth[d + 1].clear();

@@ -207,6 +207,18 @@ TEST(SafetensorsErrors, BadJson) {
   expect_invalid(file_bytes("\xff\xfe", {}), "f.st: header is not valid JSON: ");
 }
 
+TEST(SafetensorsErrors, NestingDeeperThanTheFormat) {
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})", {0}),
+                 "f.st: header nests deeper than a safetensors header (3 levels)");
+  // A megabyte of brackets is refused at the fourth, not parsed into a million nested arrays.
+  expect_invalid(file_bytes(std::string(1'000'000, '['), {}),
+                 "f.st: header nests deeper than a safetensors header (3 levels)");
+  expect_invalid(file_bytes(R"({"__metadata__":{"a":{"b":[1]}}})", {}),
+                 "f.st: header nests deeper than a safetensors header (3 levels)");
+  expect_invalid(file_bytes(R"({"__metadata__":{"a":{"b":"c"}}})", {}),
+                 "f.st: __metadata__['a'] = {...}: expected a string");
+}
+
 TEST(SafetensorsErrors, DuplicateNames) {
   expect_invalid(
       file_bytes(

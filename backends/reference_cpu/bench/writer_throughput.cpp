@@ -9,9 +9,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <fstream>
 #include <random>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "kvq/reference_cpu/reference_writer.h"
@@ -41,6 +43,14 @@ std::vector<int> thread_list(int argc, char** argv) {
   std::stringstream in(word);
   for (std::string item; std::getline(in, item, ',');) out.push_back(std::stoi(item));
   return out;
+}
+
+// The 1-minute load average: on a shared machine, other work competes for the same cores.
+std::string load_average() {
+  std::ifstream in("/proc/loadavg");
+  std::string first;
+  in >> first;
+  return first.empty() ? "?" : first;
 }
 
 }  // namespace
@@ -77,6 +87,8 @@ int main(int argc, char** argv) {
       static_cast<long long>(block_size), options.cache.layout.order.c_str(),
       options.cache.layout.k_scales.c_str(), options.cache.layout.v_scales.c_str(),
       static_cast<long long>(iterations));
+  std::printf("%u hardware threads, load average %s\n", std::thread::hardware_concurrency(),
+              load_average().c_str());
   for (int threads : thread_list(argc, argv)) {
     options.threads = threads;
     reference_cpu::ReferenceWriter writer(options);
