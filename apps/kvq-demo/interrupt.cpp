@@ -35,7 +35,6 @@ void install_interrupt_handler() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the loop notices sooner
   sigaction(SIGINT, &sa, nullptr);
-  sigaction(SIGTERM, &sa, nullptr);
 }
 
 bool interrupted() noexcept {

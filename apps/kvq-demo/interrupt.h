@@ -22,7 +22,7 @@ class Interrupted : public std::exception {
   const char* what() const noexcept override { return "interrupted"; }
 };
 
-// Installs the SIGINT (and SIGTERM) handler. Call first thing in main.
+// Installs the SIGINT handler. Call first thing in main.
 void install_interrupt_handler();
 bool interrupted() noexcept;
 // Throws Interrupted when the flag is set.

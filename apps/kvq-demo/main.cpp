@@ -2,6 +2,7 @@
 // runs an embedded default config; see apps/kvq-demo/README.md.
 #include <CLI/CLI.hpp>
 #include <cstdint>
+#include <filesystem>
 #include <iostream>
 #include <string>
 
@@ -37,6 +38,15 @@ int main(int argc, char** argv) {
     if (print_config) {
       std::cout << demo::kDefaultConfig;
       return app::kExitOk;
+    }
+    // A --json into a folder that does not exist would fail only after the whole run.
+    if (!json_path.empty()) {
+      const std::filesystem::path parent =
+          std::filesystem::absolute(std::filesystem::path(json_path)).parent_path();
+      if (!std::filesystem::is_directory(parent)) {
+        throw Error(ErrorCode::invalid_argument,
+                    "--json " + json_path + ": no such folder " + parent.string());
+      }
     }
     try {
       Config cfg = config_path.empty()

@@ -248,6 +248,12 @@ TEST_F(DemoTest, BadArgumentsExit2) {
   const Outcome r = run({"--config", (dir_ / "missing.yaml").string()});
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err, "kvq-demo: " + (dir_ / "missing.yaml").string() + ": no such config file\n");
+  const std::string json_in_nowhere = (dir_ / "nowhere" / "out.json").string();
+  const Outcome j = run({"--config", data("demo_tiny.yaml").string(), "--json", json_in_nowhere});
+  EXPECT_EQ(j.status, 2);
+  EXPECT_EQ(j.err, "kvq-demo: --json " + json_in_nowhere + ": no such folder " +
+                       (dir_ / "nowhere").string() + "\n");
+  EXPECT_EQ(j.out, "");
 }
 
 TEST_F(DemoTest, CtrlCLeavesNoJsonBehind) {
