@@ -19,30 +19,34 @@ std::string version_text(int v) {
   return fmt::format("{}.{}", v / 1000, (v % 1000) / 10);
 }
 
-// cudaGetDeviceCount with the failure turned into the reason a user can act on.
-Status device_count(int* count) {
+}  // namespace
+
+Status cuda_device_count(int* count) noexcept {
   const cudaError_t err = cudaGetDeviceCount(count);
   if (err == cudaSuccess && *count > 0) return Status::ok();
   (void)cudaGetLastError();
   if (err == cudaErrorInsufficientDriver) {
     int driver = 0;
     (void)cudaDriverGetVersion(&driver);
+    if (driver == 0) {
+      return unavailable(
+          "no CUDA device: no NVIDIA driver is loaded (cudaErrorInsufficientDriver, driver "
+          "version 0)");
+    }
     return unavailable(fmt::format(
         "driver too old: the installed NVIDIA driver supports CUDA {}, this plugin was built with "
         "CUDA {} (cudaErrorInsufficientDriver)",
-        driver == 0 ? std::string("none") : version_text(driver), version_text(CUDART_VERSION)));
+        version_text(driver), version_text(CUDART_VERSION)));
   }
   if (err == cudaSuccess) return unavailable("no CUDA device: cudaGetDeviceCount found 0 devices");
   return unavailable(
       fmt::format("no CUDA device: {} ({})", cudaGetErrorString(err), cudaGetErrorName(err)));
 }
 
-}  // namespace
-
 Status open_device(int ordinal, DeviceInfo* out) noexcept {
   return catch_as_status([&] {
     int count = 0;
-    throw_if_error(device_count(&count));
+    throw_if_error(cuda_device_count(&count));
     if (ordinal < 0 || ordinal >= count) {
       throw Error(unavailable(fmt::format("cuda:{} does not exist: {} CUDA device{} found", ordinal,
                                           count, count == 1 ? "" : "s")));
@@ -90,7 +94,7 @@ Status probe(ProbeResult* out) noexcept {
   return catch_as_status([&] {
     *out = ProbeResult{};
     int count = 0;
-    if (Status s = device_count(&count); !s) {
+    if (Status s = cuda_device_count(&count); !s) {
       out->reason = s.message();
       return;
     }

@@ -21,6 +21,10 @@ struct DeviceInfo {
   std::string e2m1_detail;  // "software E2M1 (no hardware FP4 conversion before sm_100)"
 };
 
+// cudaGetDeviceCount with a failure or zero devices turned into the reason a user can act on
+// (ErrorCode::unavailable): "no CUDA device: ...", "driver too old: ...".
+Status cuda_device_count(int* count) noexcept;
+
 // Errors: unavailable ("no CUDA device: ...", "driver too old: ...", "cuda:2 does not exist ...",
 // "compute capability 8.0 < 9.0 ...", no kernel image), runtime (other CUDA failures).
 Status open_device(int ordinal, DeviceInfo* out) noexcept;

@@ -245,7 +245,8 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   for (int s = 0; s < 2; ++s) {
     const TensorView& t = *kv[s];
     if (Status st = check_device(t, names[s], device); !st) return st;
-    if (Status st = check_kv_shape(t, names[s], tokens, layout); !st) return st;
+    // The key sets num_tokens; the value must match it.
+    if (Status st = check_kv_shape(t, names[s], s == 0 ? -1 : tokens, layout); !st) return st;
     if (t.dtype != DType::bf16 && t.dtype != DType::f16 && t.dtype != DType::f32) {
       return invalid(fmt::format("{}: expected dtype bf16, f16 or f32, found {}", names[s],
                                  dtype_name(t.dtype)));

@@ -1,0 +1,151 @@
+#include <cuda_runtime.h>
+
+#include "gpu_codec_kernels.h"
+#include "group_quantize.cuh"
+#include "kvq/layouts/nvfp4_codec.h"
+
+namespace kvq::cuda_nvfp4::test {
+namespace {
+
+constexpr uint64_t kWords = uint64_t{1} << 29;  // 2^32 patterns, 8 per word
+
+__device__ void report(ExhaustiveResult* r, unsigned long long bad, uint32_t first) {
+  if (bad != 0) {
+    atomicAdd(&r->mismatches, bad);
+    atomicMin(&r->first_bad, first);
+  }
+}
+
+template <bool kHw>
+__global__ void exhaustive_e2m1_kernel(ExhaustiveResult* r) {
+  if (blockIdx.x == 0 && threadIdx.x == 0) r->has_hw = KVQ_HAVE_HW_E2M1;
+  unsigned long long bad = 0;
+  uint32_t first = 0xFFFFFFFFu;
+  for (uint64_t w = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; w < kWords;
+       w += uint64_t{gridDim.x} * blockDim.x) {
+    float y[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) y[k] = __uint_as_float(static_cast<uint32_t>(w * 8 + k));
+    const uint32_t got = e2m1x8<kHw>(y);  // software where the image has no hardware path
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (((got >> (4 * k)) & 0xFu) != kvq::e2m1_from_float(y[k])) {
+        ++bad;
+        first = min(first, static_cast<uint32_t>(w * 8 + k));
+      }
+    }
+  }
+  report(r, bad, first);
+}
+
+__global__ void exhaustive_e4m3_kernel(ExhaustiveResult* r) {
+  unsigned long long bad = 0;
+  uint32_t first = 0xFFFFFFFFu;
+  const uint64_t n = uint64_t{1} << 32;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float x = __uint_as_float(static_cast<uint32_t>(i));
+    if (e4m3_encode(x) != kvq::e4m3_from_float(x)) {
+      ++bad;
+      first = min(first, static_cast<uint32_t>(i));
+    }
+  }
+  report(r, bad, first);
+}
+
+__global__ void e4m3_decode_kernel(uint32_t* out) {
+  const uint32_t c = threadIdx.x;
+  out[c] = __float_as_uint(e4m3_decode(c));
+}
+
+__global__ void e2m1_sw_codes_kernel(const uint32_t* bits, uint32_t* out, int words) {
+  const int w = blockIdx.x * blockDim.x + threadIdx.x;
+  if (w >= words) return;
+  float y[8];
+  for (int k = 0; k < 8; ++k) y[k] = __uint_as_float(bits[8 * w + k]);
+  const uint32_t got = e2m1x8_sw(y);
+  for (int k = 0; k < 8; ++k) out[8 * w + k] = (got >> (4 * k)) & 0xFu;
+}
+
+__global__ void quantize_groups_kernel(const float* x, int groups, float global, float inv,
+                                       uint32_t* out) {
+  const int g = blockIdx.x * blockDim.x + threadIdx.x;
+  if (g >= groups) return;
+  float v[16];
+#pragma unroll
+  for (int i = 0; i < 16; ++i) v[i] = x[16 * g + i];
+  const QuantizedGroup q = quantize_group16<false>(v, global, inv);
+  out[3 * g] = q.scale;
+  out[3 * g + 1] = q.data[0];
+  out[3 * g + 2] = q.data[1];
+}
+
+template <class T>
+struct DevicePtr {
+  T* p = nullptr;
+  ~DevicePtr() {
+    if (p) (void)cudaFree(p);
+  }
+};
+
+int run_exhaustive(void (*launch)(ExhaustiveResult*), ExhaustiveResult* out) {
+  DevicePtr<ExhaustiveResult> r;
+  if (cudaError_t e = cudaMalloc(&r.p, sizeof(ExhaustiveResult)); e != cudaSuccess) return e;
+  ExhaustiveResult init;
+  if (cudaError_t e = cudaMemcpy(r.p, &init, sizeof init, cudaMemcpyHostToDevice); e != cudaSuccess)
+    return e;
+  launch(r.p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return cudaMemcpy(out, r.p, sizeof *out, cudaMemcpyDeviceToHost);
+}
+
+}  // namespace
+
+int exhaustive_e2m1(bool hardware, ExhaustiveResult* out) {
+  return run_exhaustive(
+      hardware ? +[](ExhaustiveResult* r) { exhaustive_e2m1_kernel<true><<<4096, 256>>>(r); }
+               : +[](ExhaustiveResult* r) { exhaustive_e2m1_kernel<false><<<4096, 256>>>(r); },
+      out);
+}
+
+int exhaustive_e4m3(ExhaustiveResult* out) {
+  return run_exhaustive(
+      +[](ExhaustiveResult* r) { exhaustive_e4m3_kernel<<<4096, 256>>>(r); }, out);
+}
+
+int e4m3_decode_all(uint32_t* out256) {
+  DevicePtr<uint32_t> d;
+  if (cudaError_t e = cudaMalloc(&d.p, 256 * sizeof(uint32_t)); e != cudaSuccess) return e;
+  e4m3_decode_kernel<<<1, 256>>>(d.p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return cudaMemcpy(out256, d.p, 256 * sizeof(uint32_t), cudaMemcpyDeviceToHost);
+}
+
+int e2m1_sw_codes(const uint32_t* bits, uint32_t* out, int n) {
+  DevicePtr<uint32_t> in, res;
+  const size_t bytes = static_cast<size_t>(n) * sizeof(uint32_t);
+  if (cudaError_t e = cudaMalloc(&in.p, bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMalloc(&res.p, bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMemcpy(in.p, bits, bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
+    return e;
+  const int words = n / 8;
+  e2m1_sw_codes_kernel<<<(words + 255) / 256, 256>>>(in.p, res.p, words);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return cudaMemcpy(out, res.p, bytes, cudaMemcpyDeviceToHost);
+}
+
+int quantize_groups(const float* x, int groups, float global, float inv_global, uint32_t* out) {
+  DevicePtr<float> in;
+  DevicePtr<uint32_t> res;
+  const size_t in_bytes = static_cast<size_t>(groups) * 16 * sizeof(float);
+  const size_t out_bytes = static_cast<size_t>(groups) * 3 * sizeof(uint32_t);
+  if (cudaError_t e = cudaMalloc(&in.p, in_bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMalloc(&res.p, out_bytes); e != cudaSuccess) return e;
+  if (cudaError_t e = cudaMemcpy(in.p, x, in_bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
+    return e;
+  quantize_groups_kernel<<<(groups + 127) / 128, 128>>>(in.p, groups, global, inv_global, res.p);
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return cudaMemcpy(out, res.p, out_bytes, cudaMemcpyDeviceToHost);
+}
+
+}  // namespace kvq::cuda_nvfp4::test

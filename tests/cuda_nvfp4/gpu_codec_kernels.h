@@ -1,0 +1,32 @@
+#pragma once
+// Test kernels over the device codecs (gpu_codec_kernels.cu): exhaustive comparisons run on the
+// GPU and report a mismatch count plus the first mismatching input. Each returns a cudaError_t.
+#include <cstdint>
+
+namespace kvq::cuda_nvfp4::test {
+
+struct ExhaustiveResult {
+  unsigned long long mismatches = 0;
+  uint32_t first_bad = 0xFFFFFFFFu;  // smallest mismatching float bit pattern
+  uint32_t has_hw = 0;               // for the hardware E2M1 run: the image has the instruction
+};
+
+// All 2^32 float bit patterns: e2m1x8_sw / e2m1x8_hw (8 at a time, as the write kernel packs
+// them) against kvq::e2m1_from_float compiled for the device.
+int exhaustive_e2m1(bool hardware, ExhaustiveResult* out);
+
+// All 2^32: the hardware E4M3 encoder the kernel uses against kvq::e4m3_from_float.
+int exhaustive_e4m3(ExhaustiveResult* out);
+
+// All 256 codes: the hardware E4M3 decoder the kernel uses, as float bits.
+int e4m3_decode_all(uint32_t* out256);
+
+// Device software E2M1 codes of `n` given bit patterns (n a multiple of 8), element i's code in
+// out[i].
+int e2m1_sw_codes(const uint32_t* bits, uint32_t* out, int n);
+
+// quantize_group16 (the write kernel's quantizer, software E2M1) on `groups` groups of 16:
+// out[3*g] = scale, out[3*g+1..2] = data words.
+int quantize_groups(const float* x, int groups, float global, float inv_global, uint32_t* out);
+
+}  // namespace kvq::cuda_nvfp4::test

@@ -1,0 +1,272 @@
+// Not a timed assertion: a quick bandwidth report of the write and read kernels on the device
+// (issue 7's shapes and targets), so a GPU run shows where the kernel stands before `kvq bench`.
+// Prints one line per case and records each number as a test property (in --gtest_output JSON).
+// Method: CUDA events around each launch, 5 warm-up + 50 timed, median and min; input sets
+// rotated so that they total well above the 60 MB L2; slots in random page order with 5%
+// padding; the device-to-device copy bandwidth measured in the same run as the ceiling.
+#include <cuda_runtime.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <numeric>
+#include <random>
+#include <vector>
+
+#include "gpu_test_support.h"
+
+namespace kvq::cuda_nvfp4::test {
+namespace {
+
+constexpr int kWarmup = 5;
+constexpr int kIters = 50;
+constexpr size_t kRotateBytes = size_t{512} << 20;  // input sets total >= 512 MB
+
+struct Timing {
+  double median_us, min_us;
+};
+
+Timing summarize(std::vector<double> ms) {
+  std::sort(ms.begin(), ms.end());
+  return {ms[ms.size() / 2] * 1e3, ms.front() * 1e3};
+}
+
+class Events {
+ public:
+  Events() {
+    check_cuda(cudaEventCreate(&a_), "event");
+    check_cuda(cudaEventCreate(&b_), "event");
+  }
+  ~Events() {
+    (void)cudaEventDestroy(a_);
+    (void)cudaEventDestroy(b_);
+  }
+  cudaEvent_t a_, b_;
+};
+
+double copy_bandwidth() {
+  const size_t bytes = size_t{1} << 30;
+  DeviceBuffer src(bytes), dst(bytes);
+  check_cuda(cudaMemset(src.get(), 1, bytes), "memset");
+  Events ev;
+  std::vector<double> ms;
+  for (int i = 0; i < 12; ++i) {
+    check_cuda(cudaEventRecord(ev.a_), "record");
+    check_cuda(cudaMemcpyAsync(dst.get(), src.get(), bytes, cudaMemcpyDeviceToDevice), "copy");
+    check_cuda(cudaEventRecord(ev.b_), "record");
+    check_cuda(cudaEventSynchronize(ev.b_), "sync");
+    float t = 0;
+    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
+    if (i >= 2) ms.push_back(t);
+  }
+  return 2.0 * static_cast<double>(bytes) / (summarize(ms).min_us * 1e-6);
+}
+
+struct Shape {
+  int64_t T, H, D, block_size;
+  const char* order;
+  const char* k_scales;
+  const char* v_scales;
+};
+
+// Sets of inputs and slots for one shape, and the cache they are written into.
+struct Workload {
+  CacheSpec spec;
+  std::vector<DeviceBuffer> inputs, slots;
+  DeviceBuffer cache;
+  std::vector<WriteArgs> args;  // one per set
+  double write_bytes = 0, read_bytes = 0;
+};
+
+void make_workload(const Shape& s, Workload* w) {
+  w->spec.block_size = s.block_size;
+  w->spec.num_kv_heads = s.H;
+  w->spec.head_size = s.D;
+  w->spec.layout = {s.order, s.k_scales, s.v_scales};
+  const int64_t pages = (s.T + s.block_size - 1) / s.block_size;
+  w->spec.num_blocks = pages + pages / 16 + 1;
+  const Nvfp4PageLayout layout(w->spec);
+  w->cache = DeviceBuffer(layout.cache_bytes());
+  check_cuda(cudaMemset(w->cache.get(), 0, layout.cache_bytes()), "memset cache");
+  const size_t set_bytes = static_cast<size_t>(2 * s.T * s.H * s.D * 2);
+  const int sets = static_cast<int>(std::clamp<size_t>(kRotateBytes / set_bytes + 1, 2, 64));
+  std::mt19937_64 rng(static_cast<uint64_t>(s.T * 131 + s.H * 7 + s.D));
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  std::vector<uint16_t> host(set_bytes / 2);
+  for (auto& v : host) v = float_to_bf16_exact(n(rng));  // truncated: representable
+  // Random page order, 5% padding.
+  std::vector<int64_t> page_order(static_cast<size_t>(w->spec.num_blocks));
+  std::iota(page_order.begin(), page_order.end(), 0);
+  const Device dev = Device::cuda(0);
+  for (int k = 0; k < sets; ++k) {
+    DeviceBuffer in(set_bytes);
+    // Each set differs a little (shifted copy), never zeros.
+    std::rotate(host.begin(), host.begin() + 17, host.end());
+    in.upload(host);
+    std::shuffle(page_order.begin(), page_order.end(), rng);
+    std::vector<int64_t> sl(static_cast<size_t>(s.T));
+    std::uniform_real_distribution<float> u(0, 1);
+    for (int64_t t = 0; t < s.T; ++t) {
+      sl[static_cast<size_t>(t)] =
+          u(rng) < 0.05f
+              ? -1
+              : page_order[static_cast<size_t>(t / s.block_size)] * s.block_size + t % s.block_size;
+    }
+    DeviceBuffer sd(sl.size() * 8);
+    sd.upload(sl);
+    WriteArgs a;
+    a.key = make_view(in.get(), DType::bf16, {s.T, s.H, s.D}, dev);
+    a.value = make_view(static_cast<uint16_t*>(in.get()) + s.T * s.H * s.D, DType::bf16,
+                        {s.T, s.H, s.D}, dev);
+    a.slot_mapping = make_view(sd.get(), DType::i64, {s.T}, dev);
+    a.cache = make_view(w->cache.get(), DType::u8,
+                        {w->spec.num_blocks, static_cast<int64_t>(layout.page_bytes())}, dev);
+    w->args.push_back(a);
+    w->inputs.push_back(std::move(in));
+    w->slots.push_back(std::move(sd));
+  }
+  const double THD = static_cast<double>(s.T * s.H * s.D);
+  const double packed = 2.0 * THD * (0.5 + 1.0 / 16);
+  w->write_bytes = 2.0 * THD * 2 + packed + static_cast<double>(s.T) * 8;
+  w->read_bytes = packed + 2.0 * THD * 4 + static_cast<double>(s.T) * 8;
+}
+
+Timing time_direct(KVCacheWriter& writer, const Workload& w, cudaStream_t stream) {
+  Events ev;
+  std::vector<double> ms;
+  for (int i = 0; i < kWarmup + kIters; ++i) {
+    WriteArgs a = w.args[static_cast<size_t>(i) % w.args.size()];
+    a.stream = stream;
+    check_cuda(cudaEventRecord(ev.a_, stream), "record");
+    const Status s = writer.write(a);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    check_cuda(cudaEventRecord(ev.b_, stream), "record");
+    check_cuda(cudaEventSynchronize(ev.b_), "sync");
+    float t = 0;
+    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
+    if (i >= kWarmup) ms.push_back(t);
+  }
+  return summarize(ms);
+}
+
+Timing time_graph(KVCacheWriter& writer, const Workload& w, cudaStream_t stream) {
+  std::vector<cudaGraphExec_t> execs;
+  for (const WriteArgs& a0 : w.args) {
+    WriteArgs a = a0;
+    a.stream = stream;
+    cudaGraph_t g = nullptr;
+    check_cuda(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), "capture");
+    const Status s = writer.write(a);
+    check_cuda(cudaStreamEndCapture(stream, &g), "end capture");
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    cudaGraphExec_t e = nullptr;
+    check_cuda(cudaGraphInstantiate(&e, g, 0), "instantiate");
+    check_cuda(cudaGraphUpload(e, stream), "upload");
+    (void)cudaGraphDestroy(g);
+    execs.push_back(e);
+  }
+  Events ev;
+  std::vector<double> ms;
+  for (int i = 0; i < kWarmup + kIters; ++i) {
+    check_cuda(cudaEventRecord(ev.a_, stream), "record");
+    check_cuda(cudaGraphLaunch(execs[static_cast<size_t>(i) % execs.size()], stream), "replay");
+    check_cuda(cudaEventRecord(ev.b_, stream), "record");
+    check_cuda(cudaEventSynchronize(ev.b_), "sync");
+    float t = 0;
+    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
+    if (i >= kWarmup) ms.push_back(t);
+  }
+  for (auto e : execs) (void)cudaGraphExecDestroy(e);
+  return summarize(ms);
+}
+
+Timing time_read(KVCacheReader& reader, const Workload& w, cudaStream_t stream) {
+  const int64_t T = w.args[0].key.shape[0], H = w.spec.num_kv_heads, D = w.spec.head_size;
+  DeviceBuffer out(static_cast<size_t>(2 * T * H * D * 4));
+  Events ev;
+  std::vector<double> ms;
+  for (int i = 0; i < kWarmup + kIters; ++i) {
+    ReadArgs r;
+    r.cache = w.args[0].cache;
+    r.slot_mapping = w.args[static_cast<size_t>(i) % w.args.size()].slot_mapping;
+    r.key = make_view(out.get(), DType::f32, {T, H, D}, Device::cuda(0));
+    r.value = make_view(static_cast<float*>(out.get()) + T * H * D, DType::f32, {T, H, D},
+                        Device::cuda(0));
+    r.stream = stream;
+    check_cuda(cudaEventRecord(ev.a_, stream), "record");
+    const Status s = reader.read(r);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+    check_cuda(cudaEventRecord(ev.b_, stream), "record");
+    check_cuda(cudaEventSynchronize(ev.b_), "sync");
+    float t = 0;
+    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
+    if (i >= kWarmup) ms.push_back(t);
+  }
+  return summarize(ms);
+}
+
+TEST(GpuPerf, WriteAndReadBandwidthReport) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  const double ceiling = copy_bandwidth();
+  std::printf("device-to-device copy: %.0f GB/s (read + written)\n", ceiling / 1e9);
+  RecordProperty("copy_GBps", std::to_string(ceiling / 1e9));
+  cudaStream_t stream = nullptr;
+  check_cuda(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), "stream");
+  std::vector<Shape> shapes;
+  for (int64_t T : {1, 16, 64, 256, 1024, 4096, 16384, 65536}) {
+    shapes.push_back({T, 8, 128, 16, "HND", "linear", "sm100_swizzled"});
+  }
+  shapes.push_back({65536, 8, 128, 16, "NHD", "linear", "sm100_swizzled"});
+  shapes.push_back({65536, 8, 128, 16, "HND", "linear", "linear"});
+  shapes.push_back({65536, 8, 128, 64, "HND", "linear", "sm100_swizzled"});
+  shapes.push_back({65536, 8, 128, 128, "HND", "linear", "sm100_swizzled"});
+  for (auto [H, D] :
+       {std::pair<int64_t, int64_t>{1, 128}, {4, 128}, {8, 64}, {8, 256}, {32, 128}}) {
+    shapes.push_back({16384, H, D, 16, "HND", "linear", "sm100_swizzled"});
+  }
+  for (const Shape& s : shapes) {
+    Workload w;
+    make_workload(s, &w);
+    auto writer = make_writer(w.spec);
+    ASSERT_TRUE(writer);
+    const Timing direct = time_direct(*writer, w, stream);
+    const double gbps = w.write_bytes / (direct.median_us * 1e-6) / 1e9;
+    char line[320];
+    int n = std::snprintf(
+        line, sizeof line,
+        "write T=%-6lld H=%-2lld D=%-3lld bs=%-3lld %s K %s V %s: median %.2f us, "
+        "min %.2f us, %.0f GB/s = %.0f%% of copy",
+        static_cast<long long>(s.T), static_cast<long long>(s.H), static_cast<long long>(s.D),
+        static_cast<long long>(s.block_size), s.order, s.k_scales, s.v_scales, direct.median_us,
+        direct.min_us, gbps, 100.0 * gbps * 1e9 / ceiling);
+    if (s.T <= 1024) {
+      const Timing graph = time_graph(*writer, w, stream);
+      n += std::snprintf(line + n, sizeof line - static_cast<size_t>(n),
+                         "; graph replay median %.2f us", graph.median_us);
+      RecordProperty("write_graph_us_T" + std::to_string(s.T), std::to_string(graph.median_us));
+    }
+    std::printf("%s\n", line);
+    RecordProperty("write_" + std::string(s.order) + "_" + s.v_scales + "_T" + std::to_string(s.T) +
+                       "_H" + std::to_string(s.H) + "_D" + std::to_string(s.D) + "_bs" +
+                       std::to_string(s.block_size) + "_pct_copy",
+                   std::to_string(100.0 * gbps * 1e9 / ceiling));
+    if (s.T >= 16384 && s.H == 8 && s.D == 128 && s.block_size == 16 &&
+        std::string(s.order) == "HND" && std::string(s.v_scales) == "sm100_swizzled") {
+      auto reader = make_reader(w.spec);
+      ASSERT_TRUE(reader);
+      const Timing rd = time_read(*reader, w, stream);
+      const double rgbps = w.read_bytes / (rd.median_us * 1e-6) / 1e9;
+      std::printf(
+          "read  T=%-6lld H=8  D=128 bs=16 : median %.2f us, min %.2f us, %.0f GB/s = "
+          "%.0f%% of copy\n",
+          static_cast<long long>(s.T), rd.median_us, rd.min_us, rgbps,
+          100.0 * rgbps * 1e9 / ceiling);
+      RecordProperty("read_T" + std::to_string(s.T) + "_pct_copy",
+                     std::to_string(100.0 * rgbps * 1e9 / ceiling));
+    }
+  }
+  (void)cudaStreamDestroy(stream);
+}
+
+}  // namespace
+}  // namespace kvq::cuda_nvfp4::test

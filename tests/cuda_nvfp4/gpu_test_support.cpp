@@ -1,0 +1,423 @@
+#include "gpu_test_support.h"
+
+#include <cuda_runtime.h>
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <numeric>
+
+#include "kvq/layouts/nvfp4_quantize.h"
+#include "kvq/reference_cpu/reference_writer.h"
+#include "probe.h"
+
+namespace kvq::cuda_nvfp4::test {
+
+std::string cuda_device_missing() {
+  int count = 0;
+  const Status s = cuda_device_count(&count);  // the probe's wording
+  return s.is_ok() ? std::string() : s.message();
+}
+
+void check_cuda(int err, const char* what) {
+  const auto e = static_cast<cudaError_t>(err);
+  ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e) << " (" << cudaGetErrorName(e)
+                            << ")";
+}
+
+DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {
+  if (bytes > 0) check_cuda(cudaMalloc(&ptr_, bytes), "cudaMalloc");
+}
+
+DeviceBuffer::~DeviceBuffer() {
+  if (ptr_) (void)cudaFree(ptr_);
+}
+
+DeviceBuffer& DeviceBuffer::operator=(DeviceBuffer&& o) noexcept {
+  if (this != &o) {
+    if (ptr_) (void)cudaFree(ptr_);
+    ptr_ = o.ptr_;
+    bytes_ = o.bytes_;
+    o.ptr_ = nullptr;
+  }
+  return *this;
+}
+
+void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
+  ASSERT_LE(offset + bytes, bytes_);
+  check_cuda(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice),
+             "cudaMemcpy H2D");
+}
+
+void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
+  ASSERT_LE(offset + bytes, bytes_);
+  check_cuda(
+      cudaMemcpy(host, static_cast<const char*>(ptr_) + offset, bytes, cudaMemcpyDeviceToHost),
+      "cudaMemcpy D2H");
+}
+
+// ---- element conversions ------------------------------------------------------------------------
+
+namespace {
+
+uint32_t bits_of(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, sizeof u);
+  return u;
+}
+float from_bits(uint32_t u) {
+  float f;
+  std::memcpy(&f, &u, sizeof f);
+  return f;
+}
+
+}  // namespace
+
+float bf16_to_float(uint16_t b) {
+  return from_bits(static_cast<uint32_t>(b) << 16);
+}
+
+float f16_to_float(uint16_t h) {
+  const uint32_t sign = static_cast<uint32_t>(h & 0x8000u) << 16;
+  const uint32_t exp = (h >> 10) & 0x1Fu;
+  const uint32_t man = h & 0x3FFu;
+  if (exp == 0x1F) return from_bits(sign | 0x7F800000u | (man << 13));   // inf / NaN
+  if (exp == 0) {                                                        // zero / subnormal
+    const float mag = static_cast<float>(man) * 5.9604644775390625e-8f;  // 2^-24, exact
+    return from_bits(sign | bits_of(mag));
+  }
+  return from_bits(sign | ((exp + 112u) << 23) | (man << 13));
+}
+
+uint16_t float_to_bf16_exact(float f) {
+  return static_cast<uint16_t>(bits_of(f) >> 16);
+}
+
+uint16_t float_to_f16_exact(float f) {
+  const uint32_t u = bits_of(f);
+  const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
+  const uint32_t mag = u & 0x7FFFFFFFu;
+  if (mag > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (mag == 0x7F800000u) return static_cast<uint16_t>(sign | 0x7C00u);
+  if (mag == 0) return sign;
+  const int exp = static_cast<int>(mag >> 23) - 127;
+  if (exp < -14) {  // subnormal: value = man * 2^-24
+    const float m = from_bits(mag) * 16777216.0f;
+    return static_cast<uint16_t>(sign | static_cast<uint16_t>(m));
+  }
+  return static_cast<uint16_t>(sign | ((exp + 15) << 10) | ((mag >> 13) & 0x3FFu));
+}
+
+// ---- cases
+// ---------------------------------------------------------------------------------------
+
+float WriteCase::element(int side, int64_t t, int64_t h, int64_t d) const {
+  const int64_t e =
+      (side == 0 ? key_offset : value_offset) + t * token_stride + h * head_stride + d;
+  switch (dtype) {
+    case DType::bf16: {
+      uint16_t b;
+      std::memcpy(&b, input.data() + e * 2, 2);
+      return bf16_to_float(b);
+    }
+    case DType::f16: {
+      uint16_t b;
+      std::memcpy(&b, input.data() + e * 2, 2);
+      return f16_to_float(b);
+    }
+    default: {
+      float f;
+      std::memcpy(&f, input.data() + e * 4, 4);
+      return f;
+    }
+  }
+}
+
+void WriteCase::set_element(int side, int64_t t, int64_t h, int64_t d, float v) {
+  const int64_t e =
+      (side == 0 ? key_offset : value_offset) + t * token_stride + h * head_stride + d;
+  switch (dtype) {
+    case DType::bf16: {
+      const uint16_t b = float_to_bf16_exact(v);
+      std::memcpy(input.data() + e * 2, &b, 2);
+      break;
+    }
+    case DType::f16: {
+      const uint16_t b = float_to_f16_exact(v);
+      std::memcpy(input.data() + e * 2, &b, 2);
+      break;
+    }
+    default: std::memcpy(input.data() + e * 4, &v, 4);
+  }
+}
+
+void WriteCase::set_bits(int side, int64_t t, int64_t h, int64_t d, uint32_t bits) {
+  const int64_t e =
+      (side == 0 ? key_offset : value_offset) + t * token_stride + h * head_stride + d;
+  if (dtype == DType::f32) {
+    std::memcpy(input.data() + e * 4, &bits, 4);
+  } else {
+    const auto b = static_cast<uint16_t>(bits);
+    std::memcpy(input.data() + e * 2, &b, 2);
+  }
+}
+
+std::string WriteCase::describe() const {
+  return fmt::format(
+      "T={} H={} D={} block_size={} num_blocks={} {} K {} V {} {} {} slots {} k_scale={} "
+      "v_scale={}{}",
+      tokens, spec.num_kv_heads, spec.head_size, spec.block_size, spec.num_blocks,
+      spec.layout.order, spec.layout.k_scales, spec.layout.v_scales, dtype_name(dtype),
+      fused_qkv ? "fused-qkv view" : "contiguous", dtype_name(slot_dtype), k_scale, v_scale,
+      device_scales ? " (device pointers)" : "");
+}
+
+void shape_case(WriteCase& c) {
+  const int64_t H = c.spec.num_kv_heads, D = c.spec.head_size;
+  const int64_t esize = dtype_size(c.dtype);
+  c.head_stride = D;
+  if (c.fused_qkv) {
+    // qkv [T, (Hq + 2H) * D] with Hq = 2H: key after the queries, value after the keys.
+    c.token_stride = (2 * H + 2 * H) * D;
+    c.key_offset = 2 * H * D;
+    c.value_offset = 3 * H * D;
+    c.input.assign(static_cast<size_t>(c.tokens * c.token_stride * esize), 0);
+  } else {
+    c.token_stride = H * D;
+    c.key_offset = 0;
+    c.value_offset = c.tokens * H * D;
+    c.input.assign(static_cast<size_t>(2 * c.tokens * H * D * esize), 0);
+  }
+}
+
+namespace {
+
+// A value representable in `dtype`, roughly gaussian * magnitude.
+float representable(std::mt19937_64& rng, DType dtype, float magnitude) {
+  std::normal_distribution<float> n(0.0f, 1.0f);
+  float v = n(rng) * magnitude;
+  switch (dtype) {
+    case DType::bf16: return from_bits(bits_of(v) & 0xFFFF0000u);
+    case DType::f16: {
+      v = std::clamp(v, -60000.0f, 60000.0f);
+      if (std::fabs(v) < 6.103515625e-05f) return 0.0f;  // keep to f16 normals here
+      return from_bits(bits_of(v) & 0xFFFFE000u);
+    }
+    default: return v;
+  }
+}
+
+}  // namespace
+
+WriteCase random_case(std::mt19937_64& rng, int index) {
+  WriteCase c;
+  auto choose = [&](std::initializer_list<int64_t> v) {
+    std::uniform_int_distribution<size_t> u(0, v.size() - 1);
+    return *(v.begin() + u(rng));
+  };
+  // The layout/dtype/contiguity/index combinations cycle with the index (each of the 96 seen
+  // at least twice in 200 cases); the geometry is random.
+  c.spec.layout.order = index % 2 == 0 ? "HND" : "NHD";
+  c.spec.layout.k_scales = (index / 2) % 2 == 0 ? "linear" : "sm100_swizzled";
+  c.spec.layout.v_scales = (index / 4) % 2 == 0 ? "sm100_swizzled" : "linear";
+  const DType dtypes[3] = {DType::bf16, DType::f16, DType::f32};
+  c.dtype = dtypes[(index / 8) % 3];
+  c.fused_qkv = (index / 24) % 2 == 1;
+  c.slot_dtype = (index / 48) % 2 == 0 ? DType::i64 : DType::i32;
+  c.spec.num_kv_heads = choose({1, 2, 4, 8, 32});
+  c.spec.head_size = choose({64, 128, 256});
+  c.spec.block_size = choose({16, 32, 64, 128});
+  std::uniform_int_distribution<int64_t> tok(1, c.spec.num_kv_heads >= 32 ? 96 : 300);
+  c.tokens = tok(rng);
+  const int64_t slots_needed = c.tokens + c.tokens / 2 + 1;
+  c.spec.num_blocks = (slots_needed + c.spec.block_size - 1) / c.spec.block_size + 1;
+  c.spec.k_scale = 1.0f;
+  c.spec.v_scale = 1.0f;
+  std::uniform_real_distribution<float> u01(0.0f, 1.0f);
+  auto scale = [&] { return u01(rng) < 0.3f ? 1.0f : std::pow(10.0f, u01(rng) * 4.0f - 3.0f); };
+  c.k_scale = scale();
+  c.v_scale = scale();
+  c.device_scales = u01(rng) < 0.25f;
+  shape_case(c);
+
+  const int64_t H = c.spec.num_kv_heads, D = c.spec.head_size;
+  for (int side = 0; side < 2; ++side) {
+    for (int64_t t = 0; t < c.tokens; ++t) {
+      for (int64_t h = 0; h < H; ++h) {
+        for (int64_t g = 0; g < D / 16; ++g) {
+          const float magnitude = std::pow(10.0f, u01(rng) * 6.0f - 3.0f);
+          for (int64_t e = 0; e < 16; ++e) {
+            c.set_element(side, t, h, g * 16 + e, representable(rng, c.dtype, magnitude));
+          }
+        }
+      }
+    }
+  }
+  // Distinct random slots, ~10% padding.
+  const int64_t num_slots = c.spec.num_blocks * c.spec.block_size;
+  std::vector<int64_t> all(static_cast<size_t>(num_slots));
+  std::iota(all.begin(), all.end(), 0);
+  std::shuffle(all.begin(), all.end(), rng);
+  c.slots.assign(all.begin(), all.begin() + c.tokens);
+  for (auto& s : c.slots) {
+    if (u01(rng) < 0.1f) s = -1;
+  }
+  return c;
+}
+
+// ---- references
+// ----------------------------------------------------------------------------------
+
+void reference_write(const WriteCase& c, std::vector<uint8_t>& cache) {
+  const Nvfp4PageLayout layout(c.spec);
+  const Nvfp4LayoutDesc& d = layout.descriptor();
+  const int64_t num_slots = d.num_blocks * d.block_size;
+  const float global[2] = {nvfp4_global_scale(c.k_scale), nvfp4_global_scale(c.v_scale)};
+  float x[16];
+  for (int64_t i = 0; i < c.tokens; ++i) {
+    const int64_t slot = c.slots[static_cast<size_t>(i)];
+    if (slot < 0 || slot >= num_slots) continue;
+    uint8_t* page = cache.data() + static_cast<uint64_t>(slot / d.block_size) * d.page_bytes;
+    const int64_t t = slot % d.block_size;
+    for (int side = 0; side < 2; ++side) {
+      for (int64_t h = 0; h < d.num_heads; ++h) {
+        for (int64_t g = 0; g < d.groups; ++g) {
+          for (int e = 0; e < 16; ++e) x[e] = c.element(side, i, h, g * 16 + e);
+          const Nvfp4Group q = nvfp4_quantize_group(x, global[side]);
+          std::memcpy(page + d.data_offset(side, t, h, g), q.data, 8);
+          page[d.scale_offset(side, t, h, g)] = q.scale;
+        }
+      }
+    }
+  }
+}
+
+void reference_cpu_write(const WriteCase& c, std::vector<uint8_t>& cache) {
+  BackendOptions options;
+  options.cache = c.spec;
+  options.threads = 1;
+  reference_cpu::ReferenceWriter writer(options);
+  WriteArgs a;
+  auto view = [&](int64_t offset) {
+    TensorView v = make_view(const_cast<uint8_t*>(c.input.data()) + offset * dtype_size(c.dtype),
+                             c.dtype, {c.tokens, c.spec.num_kv_heads, c.spec.head_size});
+    v.strides = {c.token_stride, c.head_stride, 1, 0};
+    return v;
+  };
+  a.key = view(c.key_offset);
+  a.value = view(c.value_offset);
+  std::vector<int32_t> slots32(c.slots.begin(), c.slots.end());
+  a.slot_mapping = c.slot_dtype == DType::i64
+                       ? make_view(const_cast<int64_t*>(c.slots.data()), DType::i64, {c.tokens})
+                       : make_view(slots32.data(), DType::i32, {c.tokens});
+  const auto page_bytes = static_cast<int64_t>(cache.size()) / c.spec.num_blocks;
+  a.cache = make_view(cache.data(), DType::u8, {c.spec.num_blocks, page_bytes});
+  a.k_scale = c.k_scale;
+  a.v_scale = c.v_scale;
+  const Status s = writer.write(a);
+  ASSERT_TRUE(s.is_ok()) << "reference_cpu: " << s.message();
+}
+
+// ---- device copies
+// -------------------------------------------------------------------------------
+
+DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_cache) {
+  DeviceCase d;
+  d.input = DeviceBuffer(c.input.size());
+  d.input.upload(c.input);
+  if (c.slot_dtype == DType::i64) {
+    d.slots = DeviceBuffer(c.slots.size() * 8);
+    d.slots.upload(c.slots);
+  } else {
+    std::vector<int32_t> s32(c.slots.size());
+    for (size_t i = 0; i < s32.size(); ++i) {
+      const int64_t v = c.slots[i];
+      s32[i] = v > INT32_MAX ? INT32_MAX : (v < INT32_MIN ? INT32_MIN : static_cast<int32_t>(v));
+    }
+    d.slots = DeviceBuffer(s32.size() * 4);
+    d.slots.upload(s32);
+  }
+  d.cache = DeviceBuffer(initial_cache.size());
+  d.cache.upload(initial_cache);
+  const Device dev = Device::cuda(0);
+  auto* base = static_cast<uint8_t*>(d.input.get());
+  const int64_t esize = dtype_size(c.dtype);
+  auto view = [&](int64_t offset) {
+    TensorView v = make_view(base + offset * esize, c.dtype,
+                             {c.tokens, c.spec.num_kv_heads, c.spec.head_size}, dev);
+    v.strides = {c.token_stride, c.head_stride, 1, 0};
+    return v;
+  };
+  d.args.key = view(c.key_offset);
+  d.args.value = view(c.value_offset);
+  d.args.slot_mapping = make_view(d.slots.get(), c.slot_dtype, {c.tokens}, dev);
+  const auto page_bytes = static_cast<int64_t>(initial_cache.size()) / c.spec.num_blocks;
+  d.args.cache = make_view(d.cache.get(), DType::u8, {c.spec.num_blocks, page_bytes}, dev);
+  d.args.k_scale = c.k_scale;
+  d.args.v_scale = c.v_scale;
+  if (c.device_scales) {
+    const float s[2] = {c.k_scale, c.v_scale};
+    d.scales = DeviceBuffer(sizeof s);
+    d.scales.upload(s, sizeof s);
+    d.args.k_scale_ptr = static_cast<const float*>(d.scales.get());
+    d.args.v_scale_ptr = static_cast<const float*>(d.scales.get()) + 1;
+    d.args.k_scale = -1.0f;  // must be ignored when the pointer is given
+    d.args.v_scale = -1.0f;
+  }
+  return d;
+}
+
+std::vector<uint8_t> poison(size_t bytes, uint64_t seed) {
+  std::vector<uint8_t> v(bytes);
+  std::mt19937_64 rng(seed);
+  for (size_t i = 0; i < bytes; i += 8) {
+    const uint64_t r = rng();
+    std::memcpy(v.data() + i, &r, std::min<size_t>(8, bytes - i));
+  }
+  return v;
+}
+
+std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                          const Nvfp4LayoutDesc& layout) {
+  if (got.size() != want.size()) {
+    return fmt::format("cache sizes differ: {} vs {}", got.size(), want.size());
+  }
+  size_t first = got.size(), count = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    if (got[i] != want[i]) {
+      if (count++ == 0) first = i;
+    }
+  }
+  if (count == 0) return {};
+  const uint64_t page = first / layout.page_bytes, off = first % layout.page_bytes;
+  const char* region = "?";
+  for (int s = 0; s < 2; ++s) {
+    if (off >= layout.side[s].data_base) region = s == 0 ? "K data" : "V data";
+    if (off >= layout.side[s].scale_base) region = s == 0 ? "K scales" : "V scales";
+  }
+  return fmt::format(
+      "{} bytes differ; first at byte {} (page {}, offset {} in {}): got {:#04x}, "
+      "expected {:#04x}",
+      count, first, page, off, region, got[first], want[first]);
+}
+
+std::unique_ptr<KVCacheWriter> make_writer(const CacheSpec& spec) {
+  BackendOptions o;
+  o.cache = spec;
+  KVCacheWriter* w = nullptr;
+  const Status s = CudaNvfp4Writer::create(o, &w);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  return std::unique_ptr<KVCacheWriter>(w);
+}
+
+std::unique_ptr<KVCacheReader> make_reader(const CacheSpec& spec) {
+  BackendOptions o;
+  o.cache = spec;
+  KVCacheReader* r = nullptr;
+  const Status s = CudaNvfp4Reader::create(o, &r);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  return std::unique_ptr<KVCacheReader>(r);
+}
+
+}  // namespace kvq::cuda_nvfp4::test

@@ -1,0 +1,126 @@
+#pragma once
+// Shared by the cuda_nvfp4 GPU tests: skipping without a device, device buffers, random write
+// cases, and the host reference that every page byte is compared with (nvfp4_quantize_group at
+// the descriptor's offsets: the format's definition in code, also cross-checked against the
+// reference_cpu writer).
+#include <gtest/gtest.h>
+
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "cuda_writer.h"
+#include "kvq/core/cache_spec.h"
+#include "kvq/core/kv_cache.h"
+#include "kvq/layouts/nvfp4_page_layout.h"
+
+namespace kvq::cuda_nvfp4::test {
+
+// "" when a CUDA device is usable, else "no CUDA device: <reason>".
+std::string cuda_device_missing();
+
+#define KVQ_REQUIRE_CUDA_DEVICE()                                                   \
+  do {                                                                              \
+    const std::string kvq_missing = ::kvq::cuda_nvfp4::test::cuda_device_missing(); \
+    if (!kvq_missing.empty()) GTEST_SKIP() << kvq_missing;                          \
+  } while (0)
+
+// Fails the test (ASSERT) on a CUDA error; the message names the call.
+void check_cuda(int err, const char* what);
+
+// cudaMalloc'd bytes, freed on destruction.
+class DeviceBuffer {
+ public:
+  DeviceBuffer() = default;
+  explicit DeviceBuffer(size_t bytes);
+  ~DeviceBuffer();
+  DeviceBuffer(DeviceBuffer&& o) noexcept : ptr_(o.ptr_), bytes_(o.bytes_) { o.ptr_ = nullptr; }
+  DeviceBuffer& operator=(DeviceBuffer&& o) noexcept;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+
+  void* get() const { return ptr_; }
+  size_t bytes() const { return bytes_; }
+  void upload(const void* host, size_t bytes, size_t offset = 0);
+  void download(void* host, size_t bytes, size_t offset = 0) const;
+  template <class T>
+  void upload(const std::vector<T>& v) {
+    upload(v.data(), v.size() * sizeof(T));
+  }
+  template <class T>
+  std::vector<T> download_all() const {
+    std::vector<T> v(bytes_ / sizeof(T));
+    download(v.data(), v.size() * sizeof(T));
+    return v;
+  }
+
+ private:
+  void* ptr_ = nullptr;
+  size_t bytes_ = 0;
+};
+
+// Element bits of bf16/f16 <-> float, exact (no rounding: values are generated representable).
+float bf16_to_float(uint16_t b);
+float f16_to_float(uint16_t h);
+uint16_t float_to_bf16_exact(float f);  // f must be representable (low 16 bits zero)
+uint16_t float_to_f16_exact(float f);   // f must be representable in f16
+
+// One write: inputs in host memory laid out exactly as on the device (strides in elements).
+struct WriteCase {
+  CacheSpec spec;
+  DType dtype = DType::bf16;
+  DType slot_dtype = DType::i64;
+  int64_t tokens = 0;
+  bool fused_qkv = false;  // key/value are views into one [T, (2H + 2H) * D] qkv buffer
+  int64_t token_stride = 0, head_stride = 0;  // elements, both tensors
+  int64_t key_offset = 0, value_offset = 0;   // elements into `input`
+  std::vector<uint8_t> input;                 // raw element bytes (all of qkv when fused)
+  std::vector<int64_t> slots;                 // as int64 (narrowed to i32 on upload if asked)
+  float k_scale = 1.0f, v_scale = 1.0f;
+  bool device_scales = false;  // pass k/v scale by device pointer
+
+  // Element (t, h, d) of side s (0 = key, 1 = value) as float.
+  float element(int side, int64_t t, int64_t h, int64_t d) const;
+  void set_element(int side, int64_t t, int64_t h, int64_t d, float v);
+  // Raw element bits (the low 16 for bf16/f16): NaN payloads, subnormals, any pattern.
+  void set_bits(int side, int64_t t, int64_t h, int64_t d, uint32_t bits);
+  std::string describe() const;
+};
+
+// Allocates input of the case's shape (zeros), with strides for contiguous or fused-QKV input.
+void shape_case(WriteCase& c);
+
+// Random case: geometry from the lists in the issue, inputs gaussian with per-group magnitudes
+// spanning 1e-3..1e3, distinct random slots with ~10% padding (-1).
+WriteCase random_case(std::mt19937_64& rng, int index);
+
+// The definition: cache bytes after writing `c` into `cache` (host), skipping slots < 0 and
+// >= num_slots.
+void reference_write(const WriteCase& c, std::vector<uint8_t>& cache);
+
+// The same through reference_cpu's ReferenceWriter (the backend every other is compared with);
+// out-of-range slots must not be present.
+void reference_cpu_write(const WriteCase& c, std::vector<uint8_t>& cache);
+
+// Device copies of a case's tensors and the WriteArgs pointing at them.
+struct DeviceCase {
+  DeviceBuffer input, slots, scales, cache;
+  WriteArgs args;
+};
+DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_cache);
+
+// Random bytes: what the cache holds before a write, so unwritten bytes are visible.
+std::vector<uint8_t> poison(size_t bytes, uint64_t seed);
+
+// "" when equal, else the first differing byte explained (page, region, offset, both values)
+// and the number of differing bytes.
+std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
+                          const Nvfp4LayoutDesc& layout);
+
+// A writer for `spec` on cuda:0 (the test fails when it cannot be made).
+std::unique_ptr<KVCacheWriter> make_writer(const CacheSpec& spec);
+std::unique_ptr<KVCacheReader> make_reader(const CacheSpec& spec);
+
+}  // namespace kvq::cuda_nvfp4::test

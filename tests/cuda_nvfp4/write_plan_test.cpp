@@ -1,0 +1,201 @@
+// Host validation of writes and reads (write_plan.cpp): every refusal with its exact message,
+// and the descriptor a valid write produces. No GPU: pointers are never dereferenced here.
+#include "write_plan.h"
+
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+
+#include "kvq/layouts/nvfp4_page_layout.h"
+
+namespace kvq::cuda_nvfp4 {
+namespace {
+
+constexpr Device kDev = Device::cuda(0);
+
+// Fake, well-aligned device addresses.
+void* addr(uintptr_t a) {
+  return reinterpret_cast<void*>(a);
+}
+
+class WritePlanTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    spec_.num_blocks = 10;
+    spec_.block_size = 16;
+    spec_.num_kv_heads = 8;
+    spec_.head_size = 128;
+    layout_ = std::make_unique<Nvfp4PageLayout>(spec_);
+    ASSERT_TRUE(make_page_addressing(layout_->descriptor(), &addressing_).is_ok());
+    args_ = WriteArgs{};
+    args_.key = make_view(addr(0x10000), DType::bf16, {5, 8, 128}, kDev);
+    args_.value = make_view(addr(0x20000), DType::bf16, {5, 8, 128}, kDev);
+    args_.slot_mapping = make_view(addr(0x30000), DType::i64, {5}, kDev);
+    args_.cache = make_view(addr(0x40000), DType::u8,
+                            {10, static_cast<int64_t>(layout_->page_bytes())}, kDev);
+  }
+  Status plan() {
+    return plan_write(args_, layout_->descriptor(), addressing_, kDev, &desc_, &input_);
+  }
+
+  CacheSpec spec_;
+  std::unique_ptr<Nvfp4PageLayout> layout_;
+  PageAddressing addressing_{};
+  WriteArgs args_;
+  WriteKernelDesc desc_{};
+  InputType input_{};
+};
+
+TEST_F(WritePlanTest, ValidWriteFillsTheDescriptor) {
+  args_.k_scale = 0.5f;
+  args_.v_scale = 3.0f;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(input_, InputType::bf16);
+  EXPECT_EQ(desc_.src[0], args_.key.data);
+  EXPECT_EQ(desc_.src[1], args_.value.data);
+  EXPECT_EQ(desc_.token_stride[0], 8 * 128);
+  EXPECT_EQ(desc_.head_stride[1], 128);
+  EXPECT_EQ(desc_.slots_are_i64, 1);
+  EXPECT_EQ(desc_.page.items, 5u * 8 * 8);
+  EXPECT_EQ(desc_.page.num_slots, 160);
+  EXPECT_EQ(desc_.page.data_access_bytes, 8);
+  EXPECT_EQ(desc_.global_scale[0], 2.0f);
+  EXPECT_EQ(desc_.inv_global_scale[0], 0.5f);
+  EXPECT_EQ(desc_.global_scale[1], 1.0f / 3.0f);
+  EXPECT_EQ(desc_.inv_global_scale[1], 1.0f / (1.0f / 3.0f));
+  EXPECT_EQ(desc_.scale_ptr[0], nullptr);
+}
+
+TEST_F(WritePlanTest, FusedQkvViewIsAccepted) {
+  // qkv [5, (16 + 8 + 8) * 128]: key = qkv[:, 16*128 : 24*128] viewed [5, 8, 128].
+  args_.key.data = static_cast<char*>(args_.key.data) + 16 * 128 * 2;
+  args_.key.strides = {32 * 128, 128, 1, 0};
+  args_.value.strides = {32 * 128, 128, 1, 0};
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.token_stride[0], 32 * 128);
+}
+
+TEST_F(WritePlanTest, DeviceScalePointersSkipTheHostScaleCheck) {
+  args_.k_scale = -1.0f;  // ignored
+  args_.k_scale_ptr = static_cast<const float*>(addr(0x50000));
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.scale_ptr[0], args_.k_scale_ptr);
+  args_.v_scale_ptr = static_cast<const float*>(addr(0x50002));
+  const Status s = plan();
+  EXPECT_EQ(s.message(), "v_scale_ptr 0x50002 is not 4-byte aligned: expected one f32 on cuda:0");
+}
+
+TEST_F(WritePlanTest, Refusals) {
+  struct Case {
+    std::function<void(WriteArgs&)> change;
+    std::string message;
+  };
+  const std::vector<Case> cases = {
+      {[](WriteArgs& a) { a.key.device = Device::cpu(); },
+       "key is on cpu: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+      {[](WriteArgs& a) { a.slot_mapping.device = Device::cuda(1); },
+       "slot_mapping is on cuda:1: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+      {[](WriteArgs& a) {
+         a.key = make_view(a.key.data, DType::bf16, {5, 4, 128}, kDev);
+       },
+       "key: expected shape [num_tokens, num_kv_heads, head_size] = [*, 8, 128], found [5, 4, "
+       "128] bf16 cuda:0"},
+      {[](WriteArgs& a) {
+         a.value = make_view(a.value.data, DType::bf16, {6, 8, 128}, kDev);
+       },
+       "value: expected shape [num_tokens, num_kv_heads, head_size] = [5, 8, 128], found [6, 8, "
+       "128] bf16 cuda:0"},
+      {[](WriteArgs& a) { a.key.dtype = DType::i32; },
+       "key: expected dtype bf16, f16 or f32, found i32"},
+      {[](WriteArgs& a) { a.value.dtype = DType::f16; },
+       "value: dtype f16 differs from key's bf16: both must be the same"},
+      {[](WriteArgs& a) { a.slot_mapping.dtype = DType::f32; },
+       "slot_mapping: expected dtype i64 or i32, found f32"},
+      {[](WriteArgs& a) { a.slot_mapping = make_view(a.slot_mapping.data, DType::i64, {4}, kDev); },
+       "slot_mapping: expected shape [5] ([num_tokens]), found [4] i64 cuda:0"},
+      {[](WriteArgs& a) { a.slot_mapping.strides[0] = 2; },
+       "slot_mapping: expected a contiguous tensor, found stride(0) = 2"},
+      {[](WriteArgs& a) { a.cache.dtype = DType::i32; }, "cache: expected dtype u8, found i32"},
+      {[](WriteArgs& a) {
+         a.cache = make_view(a.cache.data, DType::u8, {9, 2}, kDev);
+       },
+       "cache: expected shape [10, 18432] ([num_blocks, page_bytes]), found [9, 2] u8 cuda:0"},
+      {[](WriteArgs& a) { a.k_scale = 0.0f; },
+       "k_scale = 0: expected a finite value > 0 (a dequantization scale, usually amax / 448)"},
+      {[](WriteArgs& a) { a.v_scale = std::numeric_limits<float>::infinity(); },
+       "v_scale = inf: expected a finite value > 0 (a dequantization scale, usually amax / 448)"},
+      {[](WriteArgs& a) { a.v_scale = std::nanf(""); },
+       "v_scale = nan: expected a finite value > 0 (a dequantization scale, usually amax / 448)"},
+      {[](WriteArgs& a) {
+         a.key.strides = {1024, 128, 2, 0};
+       },
+       "key: stride(2) = 2: the last dimension (head_size) must be contiguous (stride 1) for "
+       "cuda_nvfp4's vector loads; make it contiguous first ([5, 8, 128] bf16 cuda:0)"},
+      {[](WriteArgs& a) {
+         a.key.strides = {-1024, 128, 1, 0};
+       },
+       "key: stride(0) = -1024: expected >= 0 ([5, 8, 128] bf16 cuda:0)"},
+      {[](WriteArgs& a) { a.key.data = static_cast<char*>(a.key.data) + 2; },
+       "key: data pointer 0x10002 is not 16-byte aligned: cuda_nvfp4 moves head rows 16 bytes at "
+       "a time"},
+      {[](WriteArgs& a) {
+         a.value.strides = {1028, 128, 1, 0};
+       },
+       "value: token stride 1028 elements = 2056 bytes is not a multiple of 16: every head row "
+       "must start 16-byte aligned for cuda_nvfp4's vector loads"},
+      {[](WriteArgs& a) {
+         a.value.strides = {1024, 132, 1, 0};
+       },
+       "value: head stride 132 elements = 264 bytes is not a multiple of 16: every head row must "
+       "start 16-byte aligned for cuda_nvfp4's vector loads"},
+  };
+  for (const Case& c : cases) {
+    SetUp();
+    c.change(args_);
+    const Status s = plan();
+    EXPECT_EQ(s.code(), ErrorCode::invalid_argument) << c.message;
+    EXPECT_EQ(s.message(), c.message);
+  }
+}
+
+TEST_F(WritePlanTest, ZeroTokensIsAValidEmptyWrite) {
+  args_.key = make_view(addr(0x10000), DType::f32, {0, 8, 128}, kDev);
+  args_.value = make_view(addr(0x20000), DType::f32, {0, 8, 128}, kDev);
+  args_.slot_mapping = make_view(addr(0x30000), DType::i32, {0}, kDev);
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.page.items, 0u);
+  EXPECT_EQ(input_, InputType::f32);
+  EXPECT_EQ(desc_.slots_are_i64, 0);
+}
+
+TEST_F(WritePlanTest, UnalignedCacheNarrowsTheDataStores) {
+  args_.cache.data = static_cast<char*>(args_.cache.data) + 4;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.page.data_access_bytes, 4);
+  args_.cache.data = static_cast<char*>(args_.cache.data) + 1;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.page.data_access_bytes, 1);
+}
+
+TEST_F(WritePlanTest, ReadRefusesNonF32OutputsAndBadScales) {
+  ReadArgs r;
+  r.cache = args_.cache;
+  r.slot_mapping = args_.slot_mapping;
+  r.key = make_view(addr(0x60000), DType::f32, {5, 8, 128}, kDev);
+  r.value = make_view(addr(0x70000), DType::f32, {5, 8, 128}, kDev);
+  ReadKernelDesc d{};
+  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).is_ok());
+  EXPECT_EQ(d.page.items, 5u * 8 * 8);
+  r.value.dtype = DType::bf16;
+  EXPECT_EQ(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).message(),
+            "value: the reader writes f32: expected dtype f32, found bf16");
+  r.value.dtype = DType::f32;
+  r.k_scale = -2.0f;
+  EXPECT_EQ(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).message(),
+            "k_scale = -2: expected a finite value > 0 (a dequantization scale, usually amax / "
+            "448)");
+}
+
+}  // namespace
+}  // namespace kvq::cuda_nvfp4
