@@ -178,6 +178,7 @@ class DemoRun {
     SequenceScheduler dry = scheduler_;
     int64_t tokens = 0;
     while (!dry.done()) {
+      throw_if_interrupted();
       const auto prefills = dry.admit();
       for (const PrefillWrite& w : prefills) tokens += static_cast<int64_t>(w.slots.size());
       for (int64_t id : dry.complete()) dry.release(id);

@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
+
 #include "kvq/core/status.h"
 #include "random.h"
 
@@ -151,10 +153,12 @@ std::vector<int64_t> SequenceScheduler::slots_of(int64_t id) const {
 }
 
 std::vector<int64_t> SequenceScheduler::running() const {
+  // From the batch rows, not all sequences: this is called after every write.
   std::vector<int64_t> ids;
-  for (const Sequence& s : sequences_) {
-    if (s.state == SequenceState::running) ids.push_back(s.id);
+  for (int64_t id : rows_) {
+    if (id >= 0) ids.push_back(id);
   }
+  std::sort(ids.begin(), ids.end());
   return ids;
 }
 

@@ -257,9 +257,9 @@ TEST_F(DemoTest, BadArgumentsExit2) {
 }
 
 TEST_F(DemoTest, CtrlCLeavesNoJsonBehind) {
-  // The default workload runs for seconds: long enough to be interrupted mid-way.
+  // demo_long.yaml would run for minutes: it is interrupted mid-way on any machine.
   const fs::path file = dir_ / "interrupted.json";
-  const pid_t pid = start({"--backend", "reference_cpu", "--json", file.string()});
+  const pid_t pid = start({"--config", data("demo_long.yaml").string(), "--json", file.string()});
   std::this_thread::sleep_for(std::chrono::milliseconds(700));
   ASSERT_EQ(kill(pid, SIGINT), 0);
   const Outcome r = wait(pid);
