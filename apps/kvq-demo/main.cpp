@@ -1,6 +1,7 @@
 // kvq-demo: what kvq does, what it saves and what it costs, in one command. With no arguments it
 // runs an embedded default config; see apps/kvq-demo/README.md.
 #include <CLI/CLI.hpp>
+#include <charconv>
 #include <cstdint>
 #include <filesystem>
 #include <iostream>
@@ -12,6 +13,23 @@
 #include "interrupt.h"
 #include "report.h"
 
+namespace {
+
+// --seed: the range demo.seed allows, [0, 2^63 - 1]; anything else is bad usage (exit 2), never
+// wrapped or clamped.
+uint64_t parse_seed(const std::string& word) {
+  int64_t v = -1;
+  const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
+  if (word.empty() || ec != std::errc() || end != word.data() + word.size() || v < 0) {
+    throw kvq::Error(
+        kvq::ErrorCode::invalid_argument,
+        "--seed: expected an integer in [0, 9223372036854775807], found '" + word + "'");
+  }
+  return static_cast<uint64_t>(v);
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   using namespace kvq;
   demo::install_interrupt_handler();
@@ -20,15 +38,15 @@ int main(int argc, char** argv) {
       "kvq-demo: writes a decode workload's K/V into an NVFP4 paged cache through a backend "
       "plugin, reads it back and reports memory saved, accuracy and write throughput",
       "kvq-demo"};
-  std::string config_path, backend, json_path;
-  uint64_t seed = 0;
+  std::string config_path, backend, json_path, seed_word;
   bool verify = false, print_config = false;
   app.add_option("--config", config_path,
                  "YAML config (configs/*.yaml); without it, the embedded default");
   auto* backend_opt =
       app.add_option("--backend", backend, "backend plugin by name (overrides the config's)");
   app.add_option("--json", json_path, "also write the numbers as JSON to this file");
-  auto* seed_opt = app.add_option("--seed", seed, "seed of the workload (overrides demo.seed)");
+  auto* seed_opt =
+      app.add_option("--seed", seed_word, "seed of the workload, 0..2^63-1 (overrides demo.seed)");
   app.add_flag("--verify", verify,
                "also write everything through reference_cpu and compare every cache byte "
                "(exit 1 if any differs)");
@@ -56,7 +74,7 @@ int main(int argc, char** argv) {
       app::apply_logging(cfg);
       demo::RunOptions options;
       if (backend_opt->count()) options.backend = backend;
-      if (seed_opt->count()) options.seed = seed;
+      if (seed_opt->count()) options.seed = parse_seed(seed_word);
       options.verify = verify;
       const demo::DemoResult result = demo::run_demo(cfg, options);
       demo::print_report(std::cout, result);

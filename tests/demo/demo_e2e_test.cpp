@@ -244,6 +244,13 @@ TEST_F(DemoTest, UnavailableBackendByNameExits2) {
 
 TEST_F(DemoTest, BadArgumentsExit2) {
   EXPECT_EQ(run({"--seed", "minus-one"}).status, 2);
+  for (const char* bad : {"-1", "9223372036854775808" /* 2^63: past demo.seed's range */, "7x"}) {
+    const Outcome r = run({"--seed", bad});
+    EXPECT_EQ(r.status, 2) << bad;
+    EXPECT_EQ(r.err, std::string("kvq-demo: --seed: expected an integer in [0, "
+                                 "9223372036854775807], found '") +
+                         bad + "'\n");
+  }
   EXPECT_EQ(run({"--no-such-flag"}).status, 2);
   const Outcome r = run({"--config", (dir_ / "missing.yaml").string()});
   EXPECT_EQ(r.status, 2);
