@@ -4,7 +4,7 @@
 // the slot is known), 2 x (8 data bytes + 1 scale byte) out. A warp reads 1 KiB of consecutive
 // input and writes whole 32-byte sectors of data rows. The kernel is memory-bound by design:
 // about 13 instructions per element (mostly the software E2M1), against a budget of about 24 at
-// the H200's copy bandwidth (docs/cuda_nvfp4.md has the arithmetic).
+// the H200's copy bandwidth (backends/cuda_nvfp4/README.md has the arithmetic).
 #include <cuda_runtime.h>
 
 #include <string>
