@@ -40,6 +40,13 @@ void upload_replicated(DeviceRuntime& runtime, unsigned char* dst, const void* o
   if (set_bytes == 0) return;
   const uint64_t per_copy = std::max<uint64_t>(1, (uint64_t{64} << 20) / set_bytes);
   const uint64_t staged = std::min<uint64_t>(per_copy, static_cast<uint64_t>(sets));
+  if (staged == 1) {  // large sets: straight from the one copy
+    for (int64_t s = 0; s < sets; ++s) {
+      throw_if_error(runtime.copy(dst + static_cast<uint64_t>(s) * set_bytes, one, set_bytes,
+                                  CopyKind::host_to_device));
+    }
+    return;
+  }
   std::vector<unsigned char> staging(staged * set_bytes);
   for (uint64_t i = 0; i < staged; ++i) std::memcpy(&staging[i * set_bytes], one, set_bytes);
   for (uint64_t s = 0; s < static_cast<uint64_t>(sets); s += staged) {

@@ -7,6 +7,7 @@
 #include <cstring>
 #include <map>
 #include <set>
+#include <string>
 
 #include "bench_data.h"
 #include "bench_plan.h"
@@ -259,6 +260,11 @@ class FakeWriter final : public KVCacheWriter {
     }
     keys.push_back(a.key.data);
     caches.push_back(a.cache.data);
+    // Every set holds the same inputs (one set made on the host, replicated).
+    const auto* v = a.value.ptr<uint16_t>();
+    contents.insert(std::string(reinterpret_cast<const char*>(k), a.key.numel() * 2) +
+                    std::string(reinterpret_cast<const char*>(v), a.value.numel() * 2) +
+                    std::string(reinterpret_cast<const char*>(slots), T * 8));
     return Status::ok();
   }
   const PageLayout& layout() const noexcept override { return *layout_; }
@@ -268,6 +274,7 @@ class FakeWriter final : public KVCacheWriter {
     return Status::ok();
   }
   std::vector<void*> keys, caches;
+  std::set<std::string> contents;
 
  private:
   std::unique_ptr<PageLayout> layout_;
@@ -358,6 +365,7 @@ TEST(BenchRunner, TimesWriteAndReadWithKnownBytesAndRotates) {
     }
   }
   EXPECT_EQ(std::set<void*>(keys.begin(), keys.end()).size(), sets);
+  EXPECT_EQ(f.writer->contents.size(), 1u) << "every set holds the same keys, values and slots";
   // The runtime got the warm-up and graph requests; no automatic probe with --iterations.
   ASSERT_EQ(f.runtime.options.size(), 4u);
   EXPECT_EQ(f.runtime.options[0].warmup, 2);
@@ -382,7 +390,9 @@ TEST(BenchRunner, AtLeastTwoSetsAndAtMostMaxSets) {
   s.max_sets = 8;
   CaseRunner runner(f.target(), s);
   EXPECT_EQ(runner.run({8, 128, 16, 1024, 0}).write->sets, 2) << "one set is over 1 MiB";
+  EXPECT_EQ(f.writer->contents.size(), 1u) << "large sets are uploaded one by one";
   EXPECT_EQ(runner.run({1, 128, 16, 1, 0}).write->sets, 8) << "tiny sets: capped";
+  EXPECT_EQ(f.writer->contents.size(), 1u) << "tiny sets are staged together";
 }
 
 TEST(BenchRunner, AutomaticIterationsFitTheBudgetAndSkipGraphsForLargeT) {
