@@ -140,8 +140,9 @@ void print_table(std::ostream& out, const RunInfo& info, const std::vector<CaseR
   out << fmt::format("kvq bench: {} on {} ({}), layout {} K {} V {}\n", info.backend,
                      info.device_name, to_string(info.device), info.cache.layout.order,
                      info.cache.layout.k_scales, info.cache.layout.v_scales);
-  out << fmt::format("copy bandwidth: {:.1f} GB/s ({} MiB device-to-device, read + written)\n",
-                     copy / 1e9, info.copy_bytes >> 20);
+  out << fmt::format("copy bandwidth: {:.1f} GB/s ({} MiB {}, read + written)\n", copy / 1e9,
+                     info.copy_bytes >> 20,
+                     info.device.is_cuda() ? "device-to-device copy" : "memcpy");
   out << fmt::format(
       "{:>4} {:>4} {:>4} {:>6} {:>3} | {:>9} {:>9} {:>9} {:>9} {:>8} {:>6} | "
       "{:>9} {:>9} {:>8} {:>6}\n",
