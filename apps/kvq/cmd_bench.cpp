@@ -1,6 +1,8 @@
 // kvq bench CONFIG: times the configured backend's write and read over a sweep of shapes and
 // batch sizes against the device's own copy bandwidth (issue 7). The layout (order, scale
 // arrangements) and scales come from the config; the geometry is the sweep's.
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <fstream>
 #include <iostream>
@@ -116,8 +118,9 @@ int run_bench(const BenchFlags& f) {
   throw_if_error(runtime->copy_bandwidth(info.copy_bytes, &info.copy_bytes_per_s));
 
   const std::vector<bench::Case> plan = bench::make_plan(request);
-  std::cerr << "kvq bench: " << plan.size() << " cases on " << info.device_name << " ("
-            << info.backend << "), copy bandwidth " << info.copy_bytes_per_s / 1e9 << " GB/s\n";
+  std::cerr << fmt::format("kvq bench: {} cases on {} ({}), copy bandwidth {:.1f} GB/s\n",
+                           plan.size(), info.device_name, info.backend,
+                           info.copy_bytes_per_s / 1e9);
 
   bench::Target target;
   target.runtime = runtime.get();
