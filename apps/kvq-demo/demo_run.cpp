@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "attention.h"
+#include "cache_content.h"
 #include "common/backend_select.h"
 #include "interrupt.h"
 #include "kv_generator.h"
@@ -16,6 +17,8 @@
 #include "progress.h"
 #include "sequence_scheduler.h"
 #include "sharded_cache.h"
+#include "tensor_parallel.h"
+#include "timeline.h"
 
 namespace kvq::demo {
 
@@ -58,16 +61,21 @@ class DemoRun {
 
   DemoResult run() {
     const auto start = std::chrono::steady_clock::now();
+    const int64_t shards = options_.tensor_parallel;
+    check_tensor_parallel(heads_, shards);
+    if (!options_.devices.empty()) (void)shard_devices(shards, Device::cpu(), options_.devices);
     app::OpenedBackend opened = app::open_backend(cfg_, options_.backend);
     const int64_t max_write = std::max(spec_.prompt_tokens[1], spec_.max_batch);
     const int64_t max_read = spec_.prompt_tokens[1] + spec_.decode_tokens[1];
-    cache_.emplace(opened.backend, opened.options, 1, max_write, max_read);
+    open_cache(opened, shards, max_write, max_read);
     if (options_.verify) {
+      // The same shards on the CPU: shard by shard, the same pages.
       Backend reference = opened.registry.select("reference_cpu");
       BackendOptions o = opened.options;
       o.device = Device::cpu();
-      reference_.emplace(reference, o, 1, max_write, max_read);
+      reference_.emplace(reference, o, shards, max_write, max_read);
     }
+    if (options_.timeline) timeline_.emplace(start);
     fill_header(opened);
 
     // The exact number of tokens the run will write, for the progress bar: the same schedule,
@@ -106,7 +114,7 @@ class DemoRun {
           o.key[i] = bf16_from_float(k[i]);
           o.value[i] = bf16_from_float(v[i]);
         }
-        write(o.key.data(), o.value.data(), w.slots.data(), p);
+        write(o.key.data(), o.value.data(), w.slots.data(), p, true);
         result_.tokens_written += p;
         ++result_.prefill_writes;
         progress.update(result_.tokens_written, "prefill");
@@ -135,7 +143,7 @@ class DemoRun {
           batch_value[r * static_cast<std::size_t>(row_) + i] = vb;
         }
       }
-      write(batch_key.data(), batch_value.data(), w.slots.data(), spec_.max_batch);
+      write(batch_key.data(), batch_value.data(), w.slots.data(), spec_.max_batch, false);
       result_.tokens_written += w.tokens;
       result_.padding_slots += spec_.max_batch - w.tokens;
       ++result_.decode_writes;
@@ -164,14 +172,79 @@ class DemoRun {
                               skipped));
     }
     if (reference_) verify();
+    fill_shards();
+    if (timeline_) result_.timeline = timeline_->result();
     finish_numbers(start);
     return result_;
   }
 
  private:
-  void write(const uint16_t* key, const uint16_t* value, const int64_t* slots, int64_t tokens) {
-    result_.write_seconds += cache_->write(key, value, slots, tokens);
+  // The cache in `shards` KV-head shards: on --devices, or counted up from the device the
+  // backend resolves the config's to (one shard: exactly the config's device, as before).
+  void open_cache(const app::OpenedBackend& opened, int64_t shards, int64_t max_write,
+                  int64_t max_read) {
+    std::vector<Device> devices;
+    if (shards > 1 || !options_.devices.empty()) {
+      const Device first = options_.devices.empty()
+                               ? opened.backend.make_runtime(opened.options)->device()
+                               : Device::cpu();
+      devices = shard_devices(shards, first, options_.devices);
+    }
+    try {
+      cache_.emplace(opened.backend, opened.options, shards, max_write, max_read, devices);
+    } catch (const Error& e) {
+      const bool counted_up_on_gpus =
+          options_.devices.empty() && shards > 1 && !devices.empty() && devices.front().is_cuda();
+      if (!counted_up_on_gpus) throw;
+      std::string same;  // "0,0": every shard on the first device
+      for (int64_t i = 0; i < shards; ++i) {
+        same += fmt::format("{}{}", i ? "," : "", devices.front().index);
+      }
+      throw Error(e.code(),
+                  fmt::format("{} (shards go on cuda:{}..cuda:{} by default; --devices places "
+                              "them, e.g. --devices {} puts every shard on cuda:{})",
+                              e.what(), devices.front().index, devices.back().index, same,
+                              devices.front().index),
+                  e.key());
+    }
+  }
+
+  void write(const uint16_t* key, const uint16_t* value, const int64_t* slots, int64_t tokens,
+             bool prefill) {
+    result_.write_seconds +=
+        cache_->write(key, value, slots, tokens, timeline_ ? &times_ : nullptr);
+    if (timeline_) timeline_->add(tokens, prefill, times_);
     if (reference_) reference_->write(key, value, slots, tokens);
+  }
+
+  // Per shard: where it ran, its pages and bytes, and each head's content hash; the cache hash
+  // over all heads in order.
+  void fill_shards() {
+    const int64_t pages_used = scheduler_.allocator().peak_used();
+    uint64_t cache_hash = kFnv1a64Offset;
+    std::vector<uint8_t> content;
+    for (int64_t s = 0; s < cache_->num_shards(); ++s) {
+      ShardResult sh;
+      sh.device = to_string(cache_->device(s));
+      sh.device_name = cache_->device_name(s);
+      sh.head_begin = cache_->head_begin(s);
+      sh.num_heads = cache_->num_heads(s);
+      const PageLayout& layout = cache_->layout(s);
+      sh.page_bytes = layout.page_bytes();
+      sh.pages_used = pages_used;
+      sh.bytes_used = static_cast<uint64_t>(pages_used) * sh.page_bytes;
+      sh.cache_bytes = layout.cache_bytes();
+      const std::vector<uint8_t> bytes = cache_->cache_bytes(s);
+      for (int64_t h = 0; h < sh.num_heads; ++h) {
+        throw_if_interrupted();
+        content.clear();
+        append_head_content(layout, bytes.data(), h, content);
+        sh.head_hashes.push_back(fnv1a64(content.data(), content.size()));
+        cache_hash = fnv1a64(content.data(), content.size(), cache_hash);
+      }
+      result_.shards.push_back(std::move(sh));
+    }
+    result_.cache_hash = cache_hash;
   }
 
   int64_t planned_tokens() const {
@@ -308,6 +381,8 @@ class DemoRun {
   SequenceScheduler scheduler_;
   std::optional<ShardedCache> cache_;
   std::optional<ShardedCache> reference_;
+  std::optional<TimelineRecorder> timeline_;
+  std::vector<ShardWriteTimes> times_;
   std::map<int64_t, Originals> originals_;
   ErrorStats k_stats_, v_stats_, attention_stats_;
   DemoResult result_;

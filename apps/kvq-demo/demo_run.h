@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "kvq/core/config.h"
 #include "report.h"
@@ -17,6 +18,9 @@ struct RunOptions {
   std::optional<uint64_t> seed;        // --seed: overrides demo.seed
   bool verify = false;                 // --verify: the same writes through reference_cpu too
   bool progress = true;                // a progress bar / lines on stderr
+  int64_t tensor_parallel = 1;         // --tensor-parallel: KV-head shards, one writer each
+  std::vector<Device> devices;         // --devices: one per shard; empty = counted up (see below)
+  bool timeline = false;               // --timeline: per-shard write timestamps in the result
 };
 
 // The demo section in effect: the config's, or DemoSpec's defaults when it has none; with
@@ -25,8 +29,12 @@ struct RunOptions {
 // cache.
 DemoSpec demo_spec(const Config& cfg, const RunOptions& options);
 
-// Runs the whole demo. Throws kvq::Error (exit 2 for bad config or backend, 1 for failures while
-// running) or Interrupted (Ctrl-C).
+// Runs the whole demo. Throws kvq::Error (exit 2 for bad config or backend, a --tensor-parallel
+// that does not divide cache.num_kv_heads, --devices with another count than shards or a device
+// the backend refuses; 1 for failures while running) or Interrupted (Ctrl-C).
+// Shards run on options.devices, or without them on the device the backend resolves the config's
+// `device` to and the ones after it (tensor_parallel.h's shard_devices); every non-timing number
+// and the cache content hash are the same for any number of shards.
 DemoResult run_demo(const Config& cfg, const RunOptions& options);
 
 }  // namespace kvq::demo

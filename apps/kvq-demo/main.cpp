@@ -12,6 +12,7 @@
 #include "demo_run.h"
 #include "interrupt.h"
 #include "report.h"
+#include "tensor_parallel.h"
 
 namespace {
 
@@ -38,8 +39,9 @@ int main(int argc, char** argv) {
       "kvq-demo: writes a decode workload's K/V into an NVFP4 paged cache through a backend "
       "plugin, reads it back and reports memory saved, accuracy and write throughput",
       "kvq-demo"};
-  std::string config_path, backend, json_path, seed_word;
-  bool verify = false, print_config = false;
+  std::string config_path, backend, json_path, seed_word, devices_word;
+  bool verify = false, print_config = false, timeline = false;
+  int64_t tensor_parallel = 1;
   app.add_option("--config", config_path,
                  "YAML config (configs/*.yaml); without it, the embedded default");
   auto* backend_opt =
@@ -50,6 +52,17 @@ int main(int argc, char** argv) {
   app.add_flag("--verify", verify,
                "also write everything through reference_cpu and compare every cache byte "
                "(exit 1 if any differs)");
+  app.add_option("--tensor-parallel", tensor_parallel,
+                 "split the KV heads into N contiguous shards, one writer (runtime, stream, "
+                 "cache) each; N must divide cache.num_kv_heads (default 1)");
+  auto* devices_opt = app.add_option(
+      "--devices", devices_word,
+      "one device per shard, comma separated: CUDA ordinals (0,1), cuda:N or cpu; the same one "
+      "twice puts two shards on it (default: cuda:K, cuda:K+1, ... from the config's device "
+      "on a GPU backend, the CPU on a CPU backend)");
+  app.add_flag("--timeline", timeline,
+               "also print (and put in --json) each shard's write timestamps: when the writes "
+               "of different shards overlapped");
   app.add_flag("--print-config", print_config, "print the embedded default config and exit");
 
   app::Runner run = [&]() -> int {
@@ -76,8 +89,12 @@ int main(int argc, char** argv) {
       if (backend_opt->count()) options.backend = backend;
       if (seed_opt->count()) options.seed = parse_seed(seed_word);
       options.verify = verify;
+      options.tensor_parallel = tensor_parallel;
+      if (devices_opt->count()) options.devices = demo::parse_device_list(devices_word);
+      options.timeline = timeline;
       const demo::DemoResult result = demo::run_demo(cfg, options);
       demo::print_report(std::cout, result);
+      demo::print_timeline(std::cout, result);
       std::cout.flush();
       if (!json_path.empty()) {
         demo::write_file_atomically(json_path, demo::to_json(result).dump(2) + "\n");

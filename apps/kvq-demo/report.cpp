@@ -5,6 +5,8 @@
 
 #include <ostream>
 
+#include "cache_content.h"
+
 namespace kvq::demo {
 
 namespace {
@@ -41,6 +43,22 @@ void print_report(std::ostream& out, const DemoResult& r) {
                             "{} reused after a free; {} in use at the end, {} leaked",
                             r.pages_used, r.pages_total, r.page_bytes, r.pages_distinct,
                             r.pages_reused, r.pages_in_use_at_end, r.blocks_leaked));
+  if (r.shards.size() > 1) {
+    line("shards", fmt::format("{} (tensor parallel), {} KV head{} each, every write issued to all "
+                               "shards before any is synchronized",
+                               r.shards.size(), r.shards.front().num_heads,
+                               r.shards.front().num_heads == 1 ? "" : "s"));
+    for (std::size_t i = 0; i < r.shards.size(); ++i) {
+      const ShardResult& sh = r.shards[i];
+      line(fmt::format("shard {}", i),
+           fmt::format("{} on {} ({}): {} pages at the peak x {} bytes = {} bytes (cache {} bytes)",
+                       sh.num_heads == 1 ? fmt::format("KV head {}", sh.head_begin)
+                                         : fmt::format("KV heads {}..{}", sh.head_begin,
+                                                       sh.head_begin + sh.num_heads - 1),
+                       sh.device, sh.device_name, sh.pages_used, sh.page_bytes, sh.bytes_used,
+                       sh.cache_bytes));
+    }
+  }
   line("memory",
        fmt::format("{:g} bytes per token in NVFP4 vs {:g} in bf16: {:.2f}x smaller",
                    r.bytes_per_token_nvfp4, r.bytes_per_token_bf16, r.compression_vs_bf16));
@@ -54,6 +72,9 @@ void print_report(std::ostream& out, const DemoResult& r) {
   line("throughput", fmt::format("{}tokens/s, {:.3f} GB/s of bf16 K/V input ({:.3f} s in writes)",
                                  si(r.write_tokens_per_s), r.write_gb_per_s, r.write_seconds));
   line("wall time", fmt::format("{:.2f} s", r.wall_s));
+  line("cache hash", fmt::format("{} (FNV-1a 64 of every KV head's pages in head order, the "
+                                 "same for any --tensor-parallel)",
+                                 hex64(r.cache_hash)));
   if (r.verify) {
     const VerifyResult& v = *r.verify;
     if (v.differing_bytes == 0) {
@@ -86,7 +107,88 @@ nlohmann::ordered_json to_json(const DemoResult& r) {
   j["wall_s"] = r.wall_s;
   j["blocks_leaked"] = r.blocks_leaked;
   if (r.verify) j["verify_differing_bytes"] = r.verify->differing_bytes;
+  j["cache_fnv1a64"] = hex64(r.cache_hash);
+  nlohmann::ordered_json shards = nlohmann::ordered_json::array();
+  for (const ShardResult& sh : r.shards) {
+    nlohmann::ordered_json o;
+    o["device"] = sh.device;
+    o["device_name"] = sh.device_name;
+    o["kv_heads"] = {sh.head_begin, sh.head_begin + sh.num_heads};
+    o["pages_used"] = sh.pages_used;
+    o["page_bytes"] = sh.page_bytes;
+    o["bytes_used"] = sh.bytes_used;
+    o["cache_bytes"] = sh.cache_bytes;
+    nlohmann::ordered_json hashes = nlohmann::ordered_json::array();
+    for (uint64_t h : sh.head_hashes) hashes.push_back(hex64(h));
+    o["head_fnv1a64"] = hashes;
+    shards.push_back(o);
+  }
+  j["shards"] = shards;
+  if (r.timeline) {
+    const TimelineResult& t = *r.timeline;
+    nlohmann::ordered_json o;
+    o["writes"] = t.writes;
+    o["overlap_s"] = t.overlap_s;
+    o["write_s"] = t.write_s;
+    o["shard_busy_s"] = t.shard_busy_s;
+    o["shard_issue_s"] = t.shard_issue_s;
+    nlohmann::ordered_json largest = nlohmann::ordered_json::array();
+    for (const TimelineWrite& w : t.largest) {
+      nlohmann::ordered_json jw;
+      jw["write"] = w.index;
+      jw["tokens"] = w.tokens;
+      jw["kind"] = w.prefill ? "prefill" : "decode";
+      nlohmann::ordered_json ss = nlohmann::ordered_json::array();
+      for (const TimelineShard& sh : w.shards) {
+        ss.push_back(
+            {{"start_us", sh.start_us}, {"issued_us", sh.issued_us}, {"end_us", sh.end_us}});
+      }
+      jw["shards"] = ss;
+      largest.push_back(jw);
+    }
+    o["largest"] = largest;
+    j["timeline"] = o;
+  }
   return j;
+}
+
+void print_timeline(std::ostream& out, const DemoResult& r) {
+  if (!r.timeline) return;
+  const TimelineResult& t = *r.timeline;
+  fmt::print(out,
+             "timeline (host steady clock, us since the run started; start: before the shard's "
+             "write was issued, issued: when its write() returned, end: when its synchronize() "
+             "returned; all shards are issued, then synchronized, in shard order)\n");
+  fmt::print(out, "  {} writes to {} shard{}: {:.6f} s in writes (first start to last end)",
+             t.writes, t.shard_busy_s.size(), t.shard_busy_s.size() == 1 ? "" : "s", t.write_s);
+  if (t.shard_busy_s.size() > 1) {
+    fmt::print(out,
+               ", {:.6f} s ({:.1f}%) of it with every shard's write issued and none finished yet",
+               t.overlap_s, t.write_s > 0 ? 100.0 * t.overlap_s / t.write_s : 0.0);
+  }
+  fmt::print(out, "\n");
+  for (std::size_t i = 0; i < t.shard_busy_s.size(); ++i) {
+    fmt::print(out, "  shard {} on {}: {:.6f} s from start to end, {:.6f} s of it in write()\n", i,
+               i < r.shards.size() ? r.shards[i].device : "?", t.shard_busy_s[i],
+               t.shard_issue_s[i]);
+  }
+  fmt::print(out, "  the {} largest writes:\n", t.largest.size());
+  fmt::print(out, "  {:>7} {:>7} {:>8} {:>5} {:>8} {:>13} {:>13} {:>13}\n", "write", "tokens",
+             "kind", "shard", "device", "start_us", "issued_us", "end_us");
+  for (const TimelineWrite& w : t.largest) {
+    for (std::size_t i = 0; i < w.shards.size(); ++i) {
+      const TimelineShard& sh = w.shards[i];
+      const std::string device = i < r.shards.size() ? r.shards[i].device : "?";
+      if (i == 0) {
+        fmt::print(out, "  {:>7} {:>7} {:>8} ", w.index, w.tokens,
+                   w.prefill ? "prefill" : "decode");
+      } else {
+        fmt::print(out, "  {:>7} {:>7} {:>8} ", "", "", "");
+      }
+      fmt::print(out, "{:>5} {:>8} {:>13.1f} {:>13.1f} {:>13.1f}\n", i, device, sh.start_us,
+                 sh.issued_us, sh.end_us);
+    }
+  }
 }
 
 }  // namespace kvq::demo

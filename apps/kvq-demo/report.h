@@ -6,6 +6,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 namespace kvq::demo {
 
@@ -14,6 +15,45 @@ struct VerifyResult {
   uint64_t bytes_compared = 0;  // the whole cache
   int64_t differing_bytes = 0;
   int64_t first_difference = -1;  // byte offset of the first difference, -1 when equal
+};
+
+// One KV-head shard (--tensor-parallel N gives N; otherwise one with every head).
+struct ShardResult {
+  std::string device;       // "cpu", "cuda:1"
+  std::string device_name;  // its runtime's device_name()
+  int64_t head_begin = 0, num_heads = 0;
+  uint64_t page_bytes = 0;   // of the shard's own pages (its heads only)
+  int64_t pages_used = 0;    // the most in use at once: every shard follows the same block tables
+  uint64_t bytes_used = 0;   // pages_used * page_bytes
+  uint64_t cache_bytes = 0;  // allocated: num_blocks * page_bytes
+  std::vector<uint64_t> head_hashes;  // FNV-1a 64 of each head's content (cache_content.h)
+};
+
+// One shard's part of one write, in microseconds since the run started (ShardWriteTimes).
+struct TimelineShard {
+  double start_us = 0, issued_us = 0, end_us = 0;
+};
+
+struct TimelineWrite {
+  int64_t index = 0;   // 0-based, in the order written
+  int64_t tokens = 0;  // rows written, padding included
+  bool prefill = false;
+  std::vector<TimelineShard> shards;
+};
+
+// --timeline: when each shard's writes ran, to show that shards on different devices overlap.
+struct TimelineResult {
+  int64_t writes = 0;
+  // Summed over writes (two shards or more): first end - last issued, where positive: the time
+  // every shard's write had been issued and none had been seen to finish. On a GPU backend,
+  // whose write() only queues the kernel, that is time both devices had the write queued or
+  // running; a CPU writer does its work inside write(), so its shards do not overlap and this is
+  // about zero.
+  double overlap_s = 0;
+  double write_s = 0;  // summed over writes: last end - first start (as write_seconds)
+  std::vector<double> shard_busy_s;    // per shard, summed end - start
+  std::vector<double> shard_issue_s;   // per shard, summed issued - start
+  std::vector<TimelineWrite> largest;  // the largest writes, in the order written
 };
 
 struct DemoResult {
@@ -55,6 +95,11 @@ struct DemoResult {
   double write_gb_per_s = 0;  // bf16 K/V input bytes consumed / write_seconds, 1e9 bytes
   double wall_s = 0;
   std::optional<VerifyResult> verify;
+  // Tensor parallelism: the shards, in head order, and the cache's content hash (FNV-1a 64 over
+  // every head's content in head order: the same for any number of shards).
+  std::vector<ShardResult> shards;
+  uint64_t cache_hash = 0;
+  std::optional<TimelineResult> timeline;
 };
 
 // The report for people.
@@ -63,7 +108,12 @@ void print_report(std::ostream& out, const DemoResult& r);
 // The keys of issue 8 (backend, device, tokens_written, pages_used, pages_total,
 // bytes_per_token_nvfp4, bytes_per_token_bf16, compression_vs_bf16, k_rel_error, v_rel_error,
 // attention_rel_error, attention_cosine, write_tokens_per_s, write_gb_per_s, wall_s), plus
-// blocks_leaked, and verify_differing_bytes with --verify.
+// blocks_leaked, verify_differing_bytes with --verify, cache_fnv1a64, shards (per shard: device,
+// device_name, kv_heads [begin, end), pages_used, page_bytes, bytes_used, cache_bytes,
+// head_fnv1a64), and timeline with --timeline.
 nlohmann::ordered_json to_json(const DemoResult& r);
+
+// The --timeline section for people: a summary and the largest writes' timestamps per shard.
+void print_timeline(std::ostream& out, const DemoResult& r);
 
 }  // namespace kvq::demo

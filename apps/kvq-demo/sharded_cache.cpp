@@ -19,7 +19,8 @@ void check(const Status& s, const std::string& what) {
 }  // namespace
 
 ShardedCache::ShardedCache(const Backend& backend, const BackendOptions& options,
-                           int64_t num_shards, int64_t max_write_tokens, int64_t max_read_tokens)
+                           int64_t num_shards, int64_t max_write_tokens, int64_t max_read_tokens,
+                           const std::vector<Device>& devices)
     : options_(options),
       head_size_(options.cache.head_size),
       max_write_tokens_(max_write_tokens),
@@ -29,34 +30,63 @@ ShardedCache::ShardedCache(const Backend& backend, const BackendOptions& options
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("{} KV heads cannot be split into {} equal shards", heads, num_shards));
   }
+  if (!devices.empty() && static_cast<int64_t>(devices.size()) != num_shards) {
+    throw Error(ErrorCode::internal,
+                fmt::format("{} devices given for {} shards", devices.size(), num_shards));
+  }
   const int64_t per_shard = heads / num_shards;
   for (int64_t i = 0; i < num_shards; ++i) {
-    Shard s;
-    s.head_begin = i * per_shard;
-    s.num_heads = per_shard;
     BackendOptions o = options;
     o.cache.num_kv_heads = per_shard;
-    s.runtime = backend.make_runtime(o);
-    s.writer = backend.make_writer(o);
-    s.reader = backend.make_reader(o);
-    if (!(s.writer->device() == s.runtime->device())) {
-      throw Error(ErrorCode::internal,
-                  fmt::format("backend '{}': its writer is on {} but its runtime on {}",
-                              backend.info().name, to_string(s.writer->device()),
-                              to_string(s.runtime->device())));
+    if (!devices.empty()) o.device = devices[static_cast<std::size_t>(i)];
+    if (num_shards == 1) {
+      shards_.push_back(make_shard(backend, o, 0));
+      continue;
     }
-    const auto row = static_cast<std::size_t>(per_shard * head_size_);
-    const auto w = static_cast<std::size_t>(max_write_tokens);
-    const auto r = static_cast<std::size_t>(max_read_tokens);
-    s.cache = DeviceBuffer(s.runtime, s.writer->layout().cache_bytes(), "the KV cache");
-    s.cache.fill(0);
-    s.key = DeviceBuffer(s.runtime, w * row * 2, "the key staging buffer");
-    s.value = DeviceBuffer(s.runtime, w * row * 2, "the value staging buffer");
-    s.slots = DeviceBuffer(s.runtime, std::max(w, r) * 8, "the slot mapping staging buffer");
-    s.read_key = DeviceBuffer(s.runtime, r * row * 4, "the key read-back buffer");
-    s.read_value = DeviceBuffer(s.runtime, r * row * 4, "the value read-back buffer");
-    shards_.push_back(std::move(s));
+    try {
+      shards_.push_back(make_shard(backend, o, i * per_shard));
+    } catch (const Error& e) {
+      throw Error(
+          e.code(),
+          fmt::format("shard {} of {} (KV heads {}..{}, {}): {}", i, num_shards, i * per_shard,
+                      (i + 1) * per_shard - 1,
+                      o.device ? to_string(*o.device) : "the backend's default device", e.what()),
+          e.key());
+    }
   }
+}
+
+ShardedCache::Shard ShardedCache::make_shard(const Backend& backend, const BackendOptions& o,
+                                             int64_t head_begin) const {
+  Shard s;
+  s.head_begin = head_begin;
+  s.num_heads = o.cache.num_kv_heads;
+  s.runtime = backend.make_runtime(o);
+  s.writer = backend.make_writer(o);
+  s.reader = backend.make_reader(o);
+  // A backend that put a shard elsewhere than asked would make "one shard per device" a lie.
+  for (const Device d : {s.runtime->device(), s.writer->device(), s.reader->device()}) {
+    if (!(d == s.writer->device()) || (o.device && !(d == *o.device))) {
+      throw Error(
+          ErrorCode::internal,
+          fmt::format("backend '{}': asked for {}, its runtime is on {}, its writer on {} "
+                      "and its reader on {}",
+                      backend.info().name, o.device ? to_string(*o.device) : "its default device",
+                      to_string(s.runtime->device()), to_string(s.writer->device()),
+                      to_string(s.reader->device())));
+    }
+  }
+  const auto row = static_cast<std::size_t>(s.num_heads * head_size_);
+  const auto w = static_cast<std::size_t>(max_write_tokens_);
+  const auto r = static_cast<std::size_t>(max_read_tokens_);
+  s.cache = DeviceBuffer(s.runtime, s.writer->layout().cache_bytes(), "the KV cache");
+  s.cache.fill(0);
+  s.key = DeviceBuffer(s.runtime, w * row * 2, "the key staging buffer");
+  s.value = DeviceBuffer(s.runtime, w * row * 2, "the value staging buffer");
+  s.slots = DeviceBuffer(s.runtime, std::max(w, r) * 8, "the slot mapping staging buffer");
+  s.read_key = DeviceBuffer(s.runtime, r * row * 4, "the key read-back buffer");
+  s.read_value = DeviceBuffer(s.runtime, r * row * 4, "the value read-back buffer");
+  return s;
 }
 
 template <class T>
@@ -74,13 +104,15 @@ const T* ShardedCache::slice(const T* rows, int64_t tokens, const Shard& s,
 }
 
 double ShardedCache::write(const uint16_t* key, const uint16_t* value, const int64_t* slots,
-                           int64_t tokens) {
+                           int64_t tokens, std::vector<ShardWriteTimes>* times) {
   if (tokens > max_write_tokens_) {
     throw Error(ErrorCode::internal, fmt::format("write of {} tokens: the staging buffers hold {}",
                                                  tokens, max_write_tokens_));
   }
-  double seconds = 0;
-  for (Shard& s : shards_) {
+  // Staging, not timed: every shard's inputs on its device before any write is issued.
+  std::vector<WriteArgs> args(shards_.size());
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    Shard& s = shards_[i];
     const auto row = static_cast<std::size_t>(s.num_heads * head_size_);
     const auto n = static_cast<std::size_t>(tokens);
     s.key.upload(slice(key, tokens, s, scratch_key_), n * row * 2);
@@ -89,25 +121,33 @@ double ShardedCache::write(const uint16_t* key, const uint16_t* value, const int
     check(s.runtime->synchronize(), "synchronizing before a write");
 
     const Device d = s.runtime->device();
-    WriteArgs args;
-    args.key = make_view(s.key.data(), DType::bf16, {tokens, s.num_heads, head_size_}, d);
-    args.value = make_view(s.value.data(), DType::bf16, {tokens, s.num_heads, head_size_}, d);
-    args.slot_mapping = make_view(s.slots.data(), DType::i64, {tokens}, d);
+    WriteArgs& a = args[i];
+    a.key = make_view(s.key.data(), DType::bf16, {tokens, s.num_heads, head_size_}, d);
+    a.value = make_view(s.value.data(), DType::bf16, {tokens, s.num_heads, head_size_}, d);
+    a.slot_mapping = make_view(s.slots.data(), DType::i64, {tokens}, d);
     const PageLayout& layout = s.writer->layout();
-    args.cache =
+    a.cache =
         make_view(s.cache.data(), DType::u8,
                   {layout.geometry().num_blocks, static_cast<int64_t>(layout.page_bytes())}, d);
-    args.k_scale = options_.cache.k_scale;
-    args.v_scale = options_.cache.v_scale;
-    args.stream = s.runtime->stream();
-
-    const auto t0 = std::chrono::steady_clock::now();
-    check(s.writer->write(args), "write");
-    check(s.runtime->synchronize(), "synchronizing after a write");
-    const auto t1 = std::chrono::steady_clock::now();
-    seconds += std::chrono::duration<double>(t1 - t0).count();
+    a.k_scale = options_.cache.k_scale;
+    a.v_scale = options_.cache.v_scale;
+    a.stream = s.runtime->stream();
   }
-  return seconds;
+
+  // Issue all, then synchronize all: writers on different devices (or streams) run at once.
+  std::vector<ShardWriteTimes> local;
+  std::vector<ShardWriteTimes>& t = times ? *times : local;
+  t.assign(shards_.size(), {});
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    t[i].start = std::chrono::steady_clock::now();
+    check(shards_[i].writer->write(args[i]), "write");
+    t[i].issued = std::chrono::steady_clock::now();
+  }
+  for (std::size_t i = 0; i < shards_.size(); ++i) {
+    check(shards_[i].runtime->synchronize(), "synchronizing after a write");
+    t[i].end = std::chrono::steady_clock::now();
+  }
+  return std::chrono::duration<double>(t.back().end - t.front().start).count();
 }
 
 void ShardedCache::read(const int64_t* slots, int64_t tokens, float* key, float* value) {

@@ -110,6 +110,24 @@ json without_timings(json j) {
   return j;
 }
 
+// Everything that must not depend on --tensor-parallel: all but the timings, the shards array
+// and the timeline.
+json without_sharding(json j) {
+  j = without_timings(std::move(j));
+  j.erase("shards");
+  j.erase("timeline");
+  return j;
+}
+
+// Every head's content hash, in head order, over the shards.
+std::vector<std::string> head_hashes(const json& j) {
+  std::vector<std::string> out;
+  for (const json& sh : j["shards"]) {
+    for (const json& h : sh["head_fnv1a64"]) out.push_back(h.get<std::string>());
+  }
+  return out;
+}
+
 constexpr int64_t kHeads = 4, kHeadSize = 128, kBlockSize = 16;  // data/demo_tiny.yaml
 
 TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
@@ -129,7 +147,9 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
                                          "write_tokens_per_s",
                                          "write_gb_per_s",
                                          "wall_s",
-                                         "blocks_leaked"};
+                                         "blocks_leaked",
+                                         "cache_fnv1a64",
+                                         "shards"};
   std::vector<std::string> found;
   for (auto it = j.begin(); it != j.end(); ++it) found.push_back(it.key());
   EXPECT_EQ(found, keys);
@@ -157,6 +177,18 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
   EXPECT_GT(j["write_tokens_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["write_gb_per_s"].get<double>(), 0.0);
   EXPECT_GT(j["wall_s"].get<double>(), 0.0);
+  // One shard with every head, on the CPU.
+  ASSERT_EQ(j["shards"].size(), 1u);
+  const json& sh = j["shards"][0];
+  EXPECT_EQ(sh["device"], "cpu");
+  EXPECT_EQ(sh["kv_heads"], json::parse("[0, 4]"));
+  EXPECT_EQ(sh["page_bytes"].get<double>(), page_bytes);
+  EXPECT_EQ(sh["pages_used"], j["pages_used"]);
+  EXPECT_EQ(sh["bytes_used"].get<double>(), j["pages_used"].get<double>() * page_bytes);
+  EXPECT_EQ(sh["cache_bytes"].get<double>(), 48 * page_bytes);
+  EXPECT_EQ(sh["head_fnv1a64"].size(), 4u);
+  EXPECT_EQ(j["cache_fnv1a64"].get<std::string>().size(), 18u);
+  EXPECT_FALSE(j.contains("timeline"));
 }
 
 TEST_F(DemoTest, ReportShowsWhatTheIssueAsks) {
@@ -291,6 +323,126 @@ TEST_F(DemoTest, NoArgumentsRunsTheEmbeddedDefault) {
             std::string::npos)
       << r.out;
   EXPECT_NE(r.out.find(", 0 leaked"), std::string::npos) << r.out;
+}
+
+TEST_F(DemoTest, TensorParallelGivesTheSameNumbersAndCacheBytes) {
+  const std::string cfg = data("demo_tiny.yaml").string();
+  const json one = run_json({"--config", cfg}, "tp1.json");
+  const double page_bytes = 2.0 * kHeads * kBlockSize * (kHeadSize / 2 + kHeadSize / 16);
+  for (int n : {2, 4}) {
+    SCOPED_TRACE("--tensor-parallel " + std::to_string(n));
+    const json j = run_json({"--config", cfg, "--tensor-parallel", std::to_string(n)},
+                            "tp" + std::to_string(n) + ".json");
+    // Every number but the timings, and the cache content hash (cache_fnv1a64) with it.
+    EXPECT_EQ(without_sharding(j), without_sharding(one));
+    EXPECT_EQ(j["cache_fnv1a64"], one["cache_fnv1a64"]);
+    // Head by head: the shards hold exactly the single writer's bytes.
+    EXPECT_EQ(head_hashes(j), head_hashes(one));
+    ASSERT_EQ(j["shards"].size(), static_cast<std::size_t>(n));
+    const int64_t per = kHeads / n;
+    for (int i = 0; i < n; ++i) {
+      const json& sh = j["shards"][static_cast<std::size_t>(i)];
+      EXPECT_EQ(sh["device"], "cpu");
+      EXPECT_EQ(sh["kv_heads"], json::array({i * per, (i + 1) * per}));
+      EXPECT_EQ(sh["page_bytes"].get<double>(), page_bytes / n);
+      EXPECT_EQ(sh["pages_used"], one["pages_used"]);
+      EXPECT_EQ(sh["bytes_used"].get<double>(), one["pages_used"].get<double>() * page_bytes / n);
+      EXPECT_EQ(sh["cache_bytes"].get<double>(), 48 * page_bytes / n);
+    }
+  }
+  // A hash that can tell: another workload gives other bytes.
+  const json other = run_json({"--config", cfg, "--seed", "8"}, "other.json");
+  EXPECT_NE(other["cache_fnv1a64"], one["cache_fnv1a64"]);
+}
+
+TEST_F(DemoTest, TensorParallelReportAndVerify) {
+  const json j =
+      run_json({"--config", data("demo_tiny.yaml").string(), "--tensor-parallel", "2", "--verify"});
+  EXPECT_EQ(j["verify_differing_bytes"], 0);
+  const std::string out = slurp(dir_ / "stdout");
+  for (const char* needle :
+       {"  shards      2 (tensor parallel), 2 KV heads each, every write issued to all shards "
+        "before any is synchronized\n",
+        "  shard 0     KV heads 0..1 on cpu (CPU", "  shard 1     KV heads 2..3 on cpu (CPU",
+        " x 4608 bytes = ", "(cache 221184 bytes)\n",
+        "cache bytes equal to reference_cpu's (442368 bytes compared)"}) {
+    EXPECT_NE(out.find(needle), std::string::npos) << "no '" << needle << "' in:\n" << out;
+  }
+  EXPECT_EQ(out.find("timeline"), std::string::npos);
+  // One shard: no shard lines.
+  const Outcome r = run({"--config", data("demo_tiny.yaml").string()});
+  EXPECT_EQ(r.out.find("  shard"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("  cache hash  0x"), std::string::npos) << r.out;
+}
+
+TEST_F(DemoTest, TimelineShowsEveryShardsWrites) {
+  const json j = run_json(
+      {"--config", data("demo_tiny.yaml").string(), "--tensor-parallel", "2", "--timeline"});
+  const std::string out = slurp(dir_ / "stdout");
+  for (const char* needle :
+       {"\ntimeline (host steady clock, us since the run started", " writes to 2 shards: ",
+        "\n  shard 0 on cpu: ", "\n  shard 1 on cpu: ", "the 6 largest writes:\n",
+        "start_us     issued_us        end_us\n"}) {
+    EXPECT_NE(out.find(needle), std::string::npos) << "no '" << needle << "' in:\n" << out;
+  }
+  ASSERT_TRUE(j.contains("timeline"));
+  const json& t = j["timeline"];
+  EXPECT_GT(t["writes"].get<int64_t>(), 10);
+  EXPECT_EQ(t["shard_busy_s"].size(), 2u);
+  EXPECT_GT(t["write_s"].get<double>(), 0.0);
+  ASSERT_EQ(t["largest"].size(), 6u);
+  int64_t last_index = -1;
+  for (const json& w : t["largest"]) {
+    EXPECT_GT(w["write"].get<int64_t>(), last_index);  // in the order written
+    last_index = w["write"].get<int64_t>();
+    ASSERT_EQ(w["shards"].size(), 2u);
+    const json& a = w["shards"][0];
+    const json& b = w["shards"][1];
+    // Each shard: start <= issued <= end; shard 1 issued after shard 0's write() returned and
+    // before either was synchronized.
+    for (const json* s : {&a, &b}) {
+      EXPECT_LE((*s)["start_us"].get<double>(), (*s)["issued_us"].get<double>());
+      EXPECT_LE((*s)["issued_us"].get<double>(), (*s)["end_us"].get<double>());
+    }
+    EXPECT_LE(a["issued_us"].get<double>(), b["start_us"].get<double>());
+    EXPECT_LE(b["issued_us"].get<double>(), a["end_us"].get<double>());
+    EXPECT_LE(a["end_us"].get<double>(), b["end_us"].get<double>());
+  }
+}
+
+TEST_F(DemoTest, BadTensorParallelOrDevicesExit2) {
+  const std::string cfg = data("demo_tiny.yaml").string();
+  for (const char* n : {"3", "0", "-1", "8"}) {
+    const Outcome r = run({"--config", cfg, "--tensor-parallel", n});
+    EXPECT_EQ(r.status, 2) << n;
+    EXPECT_EQ(r.err, std::string("kvq-demo: --tensor-parallel ") + n +
+                         ": the 4 KV heads (cache.num_kv_heads) cannot be split into " + n +
+                         " equal shards: expected one of 1, 2, 4\n");
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_EQ(run({"--config", cfg, "--tensor-parallel", "two"}).status, 2);
+  EXPECT_EQ(run({"--config", cfg, "--tensor-parallel", "1.5"}).status, 2);
+
+  Outcome r = run({"--config", cfg, "--tensor-parallel", "2", "--devices", "cpu"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "kvq-demo: --devices: 1 device for --tensor-parallel 2: expected one per shard\n");
+  r = run({"--config", cfg, "--tensor-parallel", "2", "--devices", "cpu,gpu1"});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "kvq-demo: --devices cpu,gpu1: entry 1 is 'gpu1': expected a CUDA ordinal (0, 1, ...), "
+            "cuda:N or cpu\n");
+  // reference_cpu refuses a GPU: the message says which shard.
+  r = run({"--config", cfg, "--tensor-parallel", "2", "--devices", "cpu,1"});
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(
+      r.err.rfind("kvq-demo: shard 1 of 2 (KV heads 2..3, cuda:1): backend 'reference_cpu'", 0), 0u)
+      << r.err;
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
+  EXPECT_EQ(r.out, "");
+  // --devices cpu,cpu is what a CPU backend does anyway.
+  const json j = run_json({"--config", cfg, "--tensor-parallel", "2", "--devices", "cpu,cpu"});
+  EXPECT_EQ(j["shards"].size(), 2u);
 }
 
 }  // namespace

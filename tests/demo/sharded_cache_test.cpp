@@ -1,12 +1,18 @@
 // ShardedCache with reference_cpu (label plugin): head shards must give back exactly what one
-// writer over all heads gives, so tensor parallelism (issue 9) only adds writers.
+// writer over all heads gives, and hold exactly its bytes, so tensor parallelism (issue 9) only
+// adds writers.
 #include "sharded_cache.h"
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <string>
+#include <tuple>
 #include <vector>
 
+#include "cache_content.h"
 #include "kv_generator.h"
+#include "kvq/core/page_layout.h"
 #include "kvq/core/registry.h"
 
 namespace kvq::demo {
@@ -14,8 +20,10 @@ namespace {
 
 constexpr int64_t kHeads = 4, kDim = 64, kBlocks = 6, kBlockSize = 8;
 
-BackendOptions options() {
+BackendOptions options(const char* order = "HND", const char* k_scales = "linear",
+                       const char* v_scales = "sm100_swizzled") {
   BackendOptions o;
+  o.cache.layout = {order, k_scales, v_scales};
   o.cache.num_blocks = kBlocks;
   o.cache.block_size = kBlockSize;
   o.cache.num_kv_heads = kHeads;
@@ -75,6 +83,142 @@ TEST(ShardedCache, HeadShardsReadBackWhatOneWriterDoes) {
   for (int64_t i = 0; i < kHeads * kDim; ++i) ASSERT_EQ(rk[10 * kHeads * kDim + i], 0.0f);
 }
 
+// [T, H, D] bf16 bits of sequence `seq` from position 0.
+std::vector<uint16_t> rows(int64_t seq, int64_t tokens, bool value) {
+  KvGenerator gen(11, kHeads, kDim);
+  std::vector<float> k(static_cast<std::size_t>(tokens * kHeads * kDim)), v(k.size());
+  gen.rows(seq, 0, tokens, k.data(), v.data());
+  std::vector<uint16_t> out(k.size());
+  for (std::size_t i = 0; i < k.size(); ++i) out[i] = bf16_from_float(value ? v[i] : k[i]);
+  return out;
+}
+
+// Shard s's page for KV heads [b, b + n) against the full cache's page, byte for byte at the
+// offsets both layouts give for the same (side, token, head, group); "" when equal.
+std::string compare_shard(const PageLayout& full, const std::vector<uint8_t>& full_bytes,
+                          const PageLayout& shard, const std::vector<uint8_t>& shard_bytes,
+                          int64_t head_begin) {
+  const PageGeometry& g = shard.geometry();
+  const auto data_bytes = static_cast<uint64_t>(shard.data_bytes_per_group());
+  for (int64_t b = 0; b < g.num_blocks; ++b) {
+    const uint64_t fp = static_cast<uint64_t>(b) * full.page_bytes();
+    const uint64_t sp = static_cast<uint64_t>(b) * shard.page_bytes();
+    for (Side side : {Side::k, Side::v}) {
+      for (int64_t t = 0; t < g.block_size; ++t) {
+        for (int64_t h = 0; h < g.num_kv_heads; ++h) {
+          for (int64_t s = 0; s < shard.groups(); ++s) {
+            const uint64_t fd = fp + full.data_offset(side, t, head_begin + h, s);
+            const uint64_t sd = sp + shard.data_offset(side, t, h, s);
+            for (uint64_t i = 0; i < data_bytes; ++i) {
+              if (full_bytes[fd + i] != shard_bytes[sd + i]) {
+                return "data byte of block " + std::to_string(b) + " side " +
+                       std::to_string(static_cast<int>(side)) + " token " + std::to_string(t) +
+                       " head " + std::to_string(head_begin + h) + " group " + std::to_string(s);
+              }
+            }
+            if (full_bytes[fp + full.scale_offset(side, t, head_begin + h, s)] !=
+                shard_bytes[sp + shard.scale_offset(side, t, h, s)]) {
+              return "scale of block " + std::to_string(b) + " side " +
+                     std::to_string(static_cast<int>(side)) + " token " + std::to_string(t) +
+                     " head " + std::to_string(head_begin + h) + " group " + std::to_string(s);
+            }
+          }
+        }
+      }
+    }
+  }
+  return "";
+}
+
+TEST(ShardedCache, ShardBytesAreTheSingleWritersBytes) {
+  Registry registry;
+  registry.scan({Registry::installed_plugin_dir()});
+  const Backend backend = registry.select("reference_cpu");
+  // Two writes: a prefill with padding, then rows overwriting part of it and filling more.
+  constexpr int64_t kT1 = 13, kT2 = 9;
+  const std::vector<uint16_t> k1 = rows(0, kT1, false), v1 = rows(0, kT1, true);
+  const std::vector<uint16_t> k2 = rows(1, kT2, false), v2 = rows(1, kT2, true);
+  const std::vector<int64_t> s1 = {8, 9, 10, 11, 12, 13, 14, 15, -1, 40, 41, 42, 43};
+  const std::vector<int64_t> s2 = {10, 11, -1, 0, 1, 2, 3, 47, 30};
+
+  for (const auto& [order, ks, vs] : std::vector<std::tuple<const char*, const char*, const char*>>{
+           {"HND", "linear", "sm100_swizzled"},
+           {"HND", "sm100_swizzled", "sm100_swizzled"},
+           {"NHD", "linear", "linear"},
+           {"NHD", "linear", "sm100_swizzled"}}) {
+    SCOPED_TRACE(std::string(order) + " K " + ks + " V " + vs);
+    ShardedCache one(backend, options(order, ks, vs), 1, kT1, kT1);
+    one.write(k1.data(), v1.data(), s1.data(), kT1);
+    one.write(k2.data(), v2.data(), s2.data(), kT2);
+    const std::vector<uint8_t> full = one.cache_bytes(0);
+    const PageLayout& full_layout = one.layout(0);
+    std::size_t nonzero = 0;
+    for (uint8_t b : full) nonzero += b != 0;
+    EXPECT_GT(nonzero, full.size() / 4);  // 20 of 48 slots written
+
+    // The logical content of all heads, in head order, hashed as kvq-demo reports it.
+    std::vector<uint8_t> content;
+    for (int64_t h = 0; h < kHeads; ++h) append_head_content(full_layout, full.data(), h, content);
+    const uint64_t full_hash = fnv1a64(content.data(), content.size());
+
+    for (int64_t shards : {2, 4}) {
+      SCOPED_TRACE(std::to_string(shards) + " shards");
+      ShardedCache cache(backend, options(order, ks, vs), shards, kT1, kT1);
+      std::vector<ShardWriteTimes> times;
+      cache.write(k1.data(), v1.data(), s1.data(), kT1, &times);
+      // Every shard issued before any synchronized, in shard order.
+      ASSERT_EQ(times.size(), static_cast<std::size_t>(shards));
+      for (std::size_t i = 0; i < times.size(); ++i) {
+        EXPECT_LE(times[i].start, times[i].issued);
+        EXPECT_LE(times.back().issued, times[i].end);
+        if (i > 0) {
+          EXPECT_LE(times[i - 1].issued, times[i].start);
+          EXPECT_LE(times[i - 1].end, times[i].end);
+        }
+      }
+      cache.write(k2.data(), v2.data(), s2.data(), kT2);
+
+      uint64_t total = 0, hash = kFnv1a64Offset;
+      for (int64_t s = 0; s < shards; ++s) {
+        EXPECT_EQ(cache.head_begin(s), s * (kHeads / shards));
+        EXPECT_EQ(cache.num_heads(s), kHeads / shards);
+        EXPECT_EQ(cache.device(s), Device::cpu());
+        const std::vector<uint8_t> bytes = cache.cache_bytes(s);
+        const PageLayout& layout = cache.layout(s);
+        ASSERT_EQ(layout.geometry().num_kv_heads, kHeads / shards);
+        total += bytes.size();
+        EXPECT_EQ(compare_shard(full_layout, full, layout, bytes, cache.head_begin(s)), "")
+            << "shard " << s;
+        for (int64_t h = 0; h < cache.num_heads(s); ++h) {
+          content.clear();
+          append_head_content(layout, bytes.data(), h, content);
+          hash = fnv1a64(content.data(), content.size(), hash);
+        }
+        // HND is head-major in every region: each region of a full page is the shards' regions
+        // one after the other.
+        if (std::string(order) == "HND") {
+          const std::vector<Region> fr = full_layout.regions(), sr = layout.regions();
+          ASSERT_EQ(fr.size(), sr.size());
+          for (int64_t b = 0; b < kBlocks; ++b) {
+            for (std::size_t r = 0; r < fr.size(); ++r) {
+              ASSERT_EQ(fr[r].bytes, sr[r].bytes * static_cast<uint64_t>(shards));
+              const uint64_t from = static_cast<uint64_t>(b) * full_layout.page_bytes() +
+                                    fr[r].offset + static_cast<uint64_t>(s) * sr[r].bytes;
+              const uint64_t at = static_cast<uint64_t>(b) * layout.page_bytes() + sr[r].offset;
+              ASSERT_TRUE(std::equal(bytes.begin() + static_cast<std::ptrdiff_t>(at),
+                                     bytes.begin() + static_cast<std::ptrdiff_t>(at + sr[r].bytes),
+                                     full.begin() + static_cast<std::ptrdiff_t>(from)))
+                  << "block " << b << " region " << fr[r].name << " shard " << s;
+            }
+          }
+        }
+      }
+      EXPECT_EQ(total, full.size());
+      EXPECT_EQ(hash, full_hash);
+    }
+  }
+}
+
 TEST(ShardedCache, RefusesUnevenShards) {
   Registry registry;
   registry.scan({Registry::installed_plugin_dir()});
@@ -84,6 +228,20 @@ TEST(ShardedCache, RefusesUnevenShards) {
     FAIL() << "expected an error";
   } catch (const Error& e) {
     EXPECT_STREQ(e.what(), "4 KV heads cannot be split into 3 equal shards");
+  }
+}
+
+TEST(ShardedCache, ADeviceTheBackendRefusesNamesTheShard) {
+  Registry registry;
+  registry.scan({Registry::installed_plugin_dir()});
+  const Backend backend = registry.select("reference_cpu");
+  try {
+    ShardedCache cache(backend, options(), 2, 1, 1, {Device::cpu(), Device::cuda(1)});
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    const std::string m = e.what();
+    EXPECT_EQ(m.rfind("shard 1 of 2 (KV heads 2..3, cuda:1): backend 'reference_cpu'", 0), 0u) << m;
+    EXPECT_NE(m.find("device cuda:1 is not supported"), std::string::npos) << m;
   }
 }
 
