@@ -1,0 +1,43 @@
+#!/usr/bin/env bash
+# Everything kvq checks on a GPU machine, in one call (device time is scarce; never builds).
+# Run from the repository root with build/bin and build/lib made elsewhere and bundled
+# (../shared/design/gpu-workflow.md):   scripts/gpu_session.sh OUTDIR [STEPS]
+# STEPS: a comma list of tests,suite,bench,demo (default: all). Every step has its own time cap;
+# logs land in OUTDIR, one summary line per step goes to stdout, and OUTDIR/results.tgz packs it
+# all (the device tool returns at most 8 files).
+set -uo pipefail
+out=${1:?usage: gpu_session.sh OUTDIR [STEPS]}
+steps=${2:-tests,suite,bench,demo}
+work=$(mktemp -d)
+export LD_LIBRARY_PATH="$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+export KVQ_BUILD_DIR="$PWD/build" KVQ_SOURCE_DIR="$PWD"
+mkdir -p "$out"
+has() { [[ ",$steps," == *",$1,"* ]]; }
+nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,memory.total --format=csv | tee "$work/device.txt"
+build/bin/kvq backends > "$work/backends.txt" 2>&1; cat "$work/backends.txt"
+
+if has tests; then  # every test binary, GPU tests included (CTest files hold this machine's paths)
+  mkdir -p "$work/tests"
+  for t in build/bin/*_test build/bin/*_tests; do
+    name=$(basename "$t")
+    [[ $name == plugin_* ]] && continue  # fixture plugins and the install test stay on the build machine
+    timeout 240 "$t" > "$work/tests/$name.log" 2>&1
+    rc=$?
+    printf '%-36s rc=%-3s %s\n' "$name" "$rc" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$work/tests/$name.log" | tr '\n' ' ' | cut -c1-110)"
+  done
+fi
+if has suite; then  # cuda_nvfp4: gpu tests (json), memcheck, perf report
+  timeout 300 tests/cuda_nvfp4/run_gpu_suite.sh "$work/cuda_nvfp4"
+fi
+if has bench; then
+  timeout 330 scripts/gpu_bench.sh "$work/bench" 2>&1 | tail -60
+  cp "$work"/bench/*.json "$out"/ 2>/dev/null
+fi
+if has demo; then
+  timeout 60 build/bin/kvq-demo --backend cuda_nvfp4 --verify --json "$work/demo.json" 2>&1 | tail -20
+  timeout 60 build/bin/kvq-demo --json "$work/demo_auto.json" > "$work/demo_auto.txt" 2>&1
+  echo "kvq-demo (auto) rc=$?"
+  cp "$work/demo.json" "$out/" 2>/dev/null
+fi
+tar -C "$work" -czf "$out/results.tgz" .
+echo "gpu_session: results in $out/results.tgz"
