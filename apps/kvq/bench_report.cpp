@@ -113,6 +113,7 @@ json to_json(const RunInfo& info, const std::vector<CaseResult>& results, bool c
         {"budget_ms", s.budget_ms},
         {"rotation_bytes", s.rotation_bytes},
         {"graph_max_tokens", s.graph_max_tokens},
+        {"graph_launches_per_replay", s.graph_launches},
         {"padding_percent", kPaddingPercent},
         {"input_dtype", "bf16"},
         {"slot_dtype", "i64"},

@@ -182,8 +182,9 @@ Measurement CaseRunner::time_launches(LaunchFn launch, void* context, bool graph
     return m;
   }
   std::vector<double> graph_samples;
-  Status s =
-      rt.time(launch, context, TimingOptions{settings_.warmup, iterations, true}, &graph_samples);
+  Status s = rt.time(launch, context,
+                     TimingOptions{settings_.warmup, iterations, true, settings_.graph_launches},
+                     &graph_samples);
   if (s.code() == ErrorCode::unavailable) {
     m.graph_note = s.message();
   } else {

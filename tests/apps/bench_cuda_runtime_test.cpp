@@ -4,6 +4,7 @@
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <memory>
 #include <vector>
 
@@ -141,11 +142,11 @@ TEST_F(CudaRuntimeOnDevice, TimesGraphReplaysOfSeveralCaptures) {
   MemsetLaunch m;
   ASSERT_TRUE(rt_->allocate(m.bytes, &m.buffer));
   std::vector<double> ms;
-  const Status s = rt_->time(&MemsetLaunch::launch, &m, TimingOptions{2, 50, true}, &ms);
+  const Status s = rt_->time(&MemsetLaunch::launch, &m, TimingOptions{2, 50, true, 1}, &ms);
   ASSERT_TRUE(s) << s.message();
   // 2 direct warm-ups, then one capture per graph: 2 warm-up graphs + 50 timed ones; replays
   // call nothing.
-  const TimingOptions o{2, 50, true};
+  const TimingOptions o{2, 50, true, 1};
   EXPECT_EQ(cuda_nvfp4::CudaDeviceRuntime::graphs_captured(o), 52);
   EXPECT_EQ(m.calls, 2 + 52);
   ASSERT_EQ(ms.size(), 50u);
@@ -155,9 +156,27 @@ TEST_F(CudaRuntimeOnDevice, TimesGraphReplaysOfSeveralCaptures) {
   ASSERT_TRUE(rt_->copy(&first, m.buffer, 1, CopyKind::device_to_host));
   EXPECT_GE(first, 3);
   m.calls = 0;
-  ASSERT_TRUE(rt_->time(&MemsetLaunch::launch, &m, TimingOptions{20, 100, true}, &ms));
+  ASSERT_TRUE(rt_->time(&MemsetLaunch::launch, &m, TimingOptions{20, 100, true, 1}, &ms));
   EXPECT_EQ(m.calls, 20 + 8 + 64) << "warm-up graphs and timed graphs are capped";
   EXPECT_EQ(ms.size(), 100u);
+  EXPECT_TRUE(rt_->release(m.buffer));
+}
+
+TEST_F(CudaRuntimeOnDevice, GraphsHoldSeveralLaunchesAndReportPerLaunch) {
+  MemsetLaunch m;
+  ASSERT_TRUE(rt_->allocate(m.bytes, &m.buffer));
+  std::vector<double> one, four;
+  ASSERT_TRUE(rt_->time(&MemsetLaunch::launch, &m, TimingOptions{2, 20, true, 1}, &one));
+  m.calls = 0;
+  ASSERT_TRUE(rt_->time(&MemsetLaunch::launch, &m, TimingOptions{2, 20, true, 4}, &four));
+  // 2 direct warm-ups, then 2 warm-up graphs + 20 timed graphs of 4 launches each.
+  EXPECT_EQ(m.calls, 2 + 22 * 4);
+  ASSERT_EQ(four.size(), 20u);
+  // A 64 MiB memset is device-bound: per launch, a graph of 4 takes about what a graph of 1 does.
+  std::sort(one.begin(), one.end());
+  std::sort(four.begin(), four.end());
+  EXPECT_LT(four[10], one[10] * 1.5);
+  EXPECT_GT(four[10], one[10] * 0.5);
   EXPECT_TRUE(rt_->release(m.buffer));
 }
 
@@ -171,7 +190,7 @@ TEST_F(CudaRuntimeOnDevice, ALaunchErrorStopsTimingAndLeavesTheStreamUsable) {
   EXPECT_EQ(s.message(), "launch refused");
   m.calls = 0;
   m.fail_at = 3;  // the second capture (after 2 warm-ups)
-  s = rt_->time(&MemsetLaunch::launch, &m, TimingOptions{2, 10, true}, &ms);
+  s = rt_->time(&MemsetLaunch::launch, &m, TimingOptions{2, 10, true, 1}, &ms);
   EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
   EXPECT_EQ(s.message(), "during CUDA graph capture: launch refused");
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusActive;

@@ -209,6 +209,11 @@ Status CudaDeviceRuntime::time_direct(LaunchFn launch, void* context, const Timi
 Status CudaDeviceRuntime::time_graph(LaunchFn launch, void* context, const TimingOptions& options,
                                      std::vector<double>* milliseconds) noexcept {
   const auto n = static_cast<std::size_t>(options.iterations);
+  const int per_graph = options.launches_per_graph;
+  if (per_graph < 1) {
+    return {ErrorCode::invalid_argument,
+            "graph timing: expected launches_per_graph >= 1, got " + std::to_string(per_graph)};
+  }
   // Direct warm-up first: module loading and first-use allocations must not happen in a capture.
   for (int i = 0; i < options.warmup; ++i) {
     if (Status s = launch(context, stream_); !s) return s;
@@ -224,7 +229,8 @@ Status CudaDeviceRuntime::time_graph(LaunchFn launch, void* context, const Timin
   for (std::size_t g = 0; g < graphs; ++g) {
     KVQ_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal),
                              "cudaStreamBeginCapture");
-    const Status launched = launch(context, stream_);
+    Status launched = Status::ok();
+    for (int l = 0; l < per_graph && launched; ++l) launched = launch(context, stream_);
     cudaGraph_t graph = nullptr;
     const cudaError_t ended = cudaStreamEndCapture(stream_, &graph);
     if (!launched) {
@@ -261,7 +267,7 @@ Status CudaDeviceRuntime::time_graph(LaunchFn launch, void* context, const Timin
     float ms = 0;
     KVQ_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
                              "cudaEventElapsedTime");
-    milliseconds->push_back(static_cast<double>(ms));
+    milliseconds->push_back(static_cast<double>(ms) / per_graph);
   }
   return Status::ok();
 }

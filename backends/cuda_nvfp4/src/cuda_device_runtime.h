@@ -41,8 +41,9 @@ class CudaDeviceRuntime final : public DeviceRuntime {
   // Direct mode: options.warmup launches, then each timed launch between its own pair of events;
   // one synchronize at the end, so the host queues ahead exactly as an engine does.
   // Graph mode: options.warmup direct launches (module loading stays out of the capture), then
-  // graphs_captured() graphs, each captured from one launch, so that a context that takes the
-  // next input set at every launch keeps rotating through replays; all are uploaded. The first
+  // graphs_captured() graphs, captured from the launches, so that a context that takes the
+  // next input set at every launch keeps rotating through replays; all are uploaded. Each graph
+  // holds options.launches_per_graph launches and a replay's time is reported per launch. The first
   // warmup_graphs() are replayed as warm-up; the timed replays cycle over the others, each
   // between its own pair of events, so that up to kMaxGraphs iterations each replay a graph
   // (and read inputs) that nothing has touched since its capture.

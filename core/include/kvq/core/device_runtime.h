@@ -22,7 +22,11 @@ using LaunchFn = Status (*)(void* context, void* stream) noexcept;
 struct TimingOptions {
   int32_t warmup = 5;
   int32_t iterations = 50;
-  bool graph = false;  // capture one launch into a CUDA graph and time replays
+  bool graph = false;  // capture launches into CUDA graphs and time their replays
+  // Graph mode: launches captured into each graph. An engine captures a whole decode step, one
+  // write per layer, into one graph, so a write's cost there is a replay's time / launches; a
+  // graph of one launch would time the host's graph-launch call instead of the write.
+  int32_t launches_per_graph = 16;
 };
 
 class BOOST_SYMBOL_VISIBLE DeviceRuntime {
@@ -42,8 +46,9 @@ class BOOST_SYMBOL_VISIBLE DeviceRuntime {
 
   // Calls launch(context, stream()) options.warmup + options.iterations times and returns the
   // duration of each timed iteration in milliseconds (device events on GPUs; a steady clock and
-  // a synchronize on CPUs). With options.graph, times replays of a captured graph instead
-  // (unsupported -> ErrorCode::unavailable).
+  // a synchronize on CPUs). With options.graph, each iteration is one replay of a graph holding
+  // options.launches_per_graph launches, reported per launch (replay time / launches);
+  // unsupported -> ErrorCode::unavailable.
   virtual Status time(LaunchFn launch, void* context, const TimingOptions& options,
                       std::vector<double>* milliseconds) noexcept = 0;
 
