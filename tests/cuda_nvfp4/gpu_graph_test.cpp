@@ -1,24 +1,21 @@
-// A write captured into a CUDA graph and replayed gives the bytes of a direct launch; with scales
-// by device pointer, replays pick up new scale values without re-capture.
+// Writes and reads captured into CUDA graphs: a replay gives the bytes of a direct launch; with
+// scales by device pointer, replays pick up new scale values without re-capture. The capture may
+// be the stream's first use by the writer (its device not yet asked: asking it then would break
+// the capture), in every capture mode; a refused write inside a capture leaves the capture
+// intact; an error left over from earlier work is not blamed on the next write.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
 
 #include "gpu_test_support.h"
 
 namespace kvq::cuda_nvfp4::test {
 namespace {
 
-class Stream {
- public:
-  Stream() {
-    check_cuda(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate");
-  }
-  ~Stream() { (void)cudaStreamDestroy(s_); }
-  cudaStream_t get() const { return s_; }
-
- private:
-  cudaStream_t s_ = nullptr;
-};
+constexpr cudaStreamCaptureMode kModes[3] = {
+    cudaStreamCaptureModeThreadLocal, cudaStreamCaptureModeGlobal, cudaStreamCaptureModeRelaxed};
 
 TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
   KVQ_REQUIRE_CUDA_DEVICE();
@@ -26,33 +23,50 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
   for (int i = 0; i < 6; ++i) {
     WriteCase c = random_case(rng, i * 9);
     c.device_scales = i % 2 == 1;
-    SCOPED_TRACE(c.describe());
+    const cudaStreamCaptureMode mode = kModes[i % 3];
+    // Even cases: the captured write is the writer's first on its stream; odd: a direct write on
+    // the same stream came first.
+    const bool capture_first = i % 2 == 0;
+    SCOPED_TRACE(c.describe() + ", capture mode " + capture_mode_name(mode) +
+                 (capture_first ? ", captured write first on its stream" : ", direct write first"));
     const Nvfp4PageLayout layout(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 400 + i);
     auto writer = make_writer(c.spec);
     ASSERT_TRUE(writer);
-    Stream stream;
-
+    Stream direct_stream, graph_stream;
     DeviceCase direct = upload_case(c, initial);
-    direct.args.stream = stream.get();
-    ASSERT_TRUE(writer->write(direct.args).is_ok());
-    check_cuda(cudaStreamSynchronize(stream.get()), "direct write");
-
+    direct.args.stream = capture_first ? direct_stream.get() : graph_stream.get();
     DeviceCase graphed = upload_case(c, initial);
-    graphed.args.stream = stream.get();
-    cudaGraph_t graph = nullptr;
-    check_cuda(cudaStreamBeginCapture(stream.get(), cudaStreamCaptureModeThreadLocal), "capture");
-    const Status s = writer->write(graphed.args);
-    check_cuda(cudaStreamEndCapture(stream.get(), &graph), "end capture");
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    cudaGraphExec_t exec = nullptr;
-    check_cuda(cudaGraphInstantiate(&exec, graph, 0), "instantiate");
+    graphed.args.stream = graph_stream.get();
+    ASSERT_FALSE(HasFatalFailure());
+
+    auto write_direct = [&] {
+      const Status s = writer->write(direct.args);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(direct.args.stream)),
+                 "direct write");
+    };
+    if (!capture_first) {
+      write_direct();
+      ASSERT_FALSE(HasFatalFailure());
+    }
+    Status captured;
+    const CapturedGraph graph(
+        graph_stream.get(), [&] { captured = writer->write(graphed.args); }, mode);
+    ASSERT_TRUE(captured.is_ok()) << captured.message();
+    ASSERT_NE(graph.exec(), nullptr);
+    EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
     // Nothing ran during capture.
     EXPECT_EQ(graphed.cache.download_all<uint8_t>(), initial);
+    if (capture_first) {
+      write_direct();
+      ASSERT_FALSE(HasFatalFailure());
+    }
     for (int replay = 0; replay < 3; ++replay) {
       graphed.cache.upload(initial);
-      check_cuda(cudaGraphLaunch(exec, stream.get()), "replay");
-      check_cuda(cudaStreamSynchronize(stream.get()), "replay sync");
+      check_cuda(cudaGraphLaunch(graph.exec(), graph_stream.get()), "replay");
+      check_cuda(cudaStreamSynchronize(graph_stream.get()), "replay sync");
+      ASSERT_FALSE(HasFatalFailure());
       ASSERT_EQ(compare_cache(graphed.cache.download_all<uint8_t>(),
                               direct.cache.download_all<uint8_t>(), layout.descriptor()),
                 "")
@@ -65,8 +79,9 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
       const float sc[2] = {c.k_scale, c.v_scale};
       graphed.scales.upload(sc, sizeof sc);
       graphed.cache.upload(initial);
-      check_cuda(cudaGraphLaunch(exec, stream.get()), "replay with new scales");
-      check_cuda(cudaStreamSynchronize(stream.get()), "replay sync");
+      check_cuda(cudaGraphLaunch(graph.exec(), graph_stream.get()), "replay with new scales");
+      check_cuda(cudaStreamSynchronize(graph_stream.get()), "replay sync");
+      ASSERT_FALSE(HasFatalFailure());
       std::vector<uint8_t> want = initial;
       reference_write(c, want);
       ASSERT_EQ(compare_cache(graphed.cache.download_all<uint8_t>(), want, layout.descriptor()),
@@ -75,9 +90,116 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
     int64_t count = -1;
     ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
     EXPECT_EQ(count, 0);
-    (void)cudaGraphExecDestroy(exec);
-    (void)cudaGraphDestroy(graph);
   }
+}
+
+TEST(GpuGraph, RefusedWriteInsideACaptureLeavesTheCaptureIntact) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(78);
+  WriteCase c = random_case(rng, 0);
+  const Nvfp4PageLayout layout(c.spec);
+  const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 501);
+  std::vector<uint8_t> want = initial;
+  reference_write(c, want);
+  auto writer = make_writer(c.spec);
+  ASSERT_TRUE(writer);
+  for (const cudaStreamCaptureMode mode : kModes) {
+    SCOPED_TRACE(std::string("capture mode ") + capture_mode_name(mode));
+    Stream stream;
+    DeviceCase d = upload_case(c, initial);
+    d.args.stream = stream.get();
+    ASSERT_FALSE(HasFatalFailure());
+    WriteArgs bad = d.args;
+    bad.k_scale = -1.0f;
+    bad.k_scale_ptr = nullptr;
+    Status refused, written;
+    const CapturedGraph graph(
+        stream.get(),
+        [&] {
+          refused = writer->write(bad);
+          written = writer->write(d.args);
+        },
+        mode);
+    EXPECT_EQ(refused.code(), ErrorCode::invalid_argument) << refused.message();
+    ASSERT_TRUE(written.is_ok()) << written.message();
+    ASSERT_NE(graph.exec(), nullptr);
+    check_cuda(cudaGraphLaunch(graph.exec(), stream.get()), "replay");
+    check_cuda(cudaStreamSynchronize(stream.get()), "replay sync");
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
+  }
+}
+
+TEST(GpuGraph, CapturedReadReplaysToTheSameBitsAsADirectRead) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(79);
+  for (int i = 0; i < 3; ++i) {
+    WriteCase c = random_case(rng, i * 7);
+    const cudaStreamCaptureMode mode = kModes[i];
+    SCOPED_TRACE(c.describe() + ", capture mode " + capture_mode_name(mode));
+    const Nvfp4PageLayout layout(c.spec);
+    const int64_t T = c.tokens, H = c.spec.num_kv_heads, D = c.spec.head_size;
+    auto writer = make_writer(c.spec);
+    auto reader = make_reader(c.spec);
+    ASSERT_TRUE(writer && reader);
+    DeviceCase d = upload_case(c, poison(layout.cache_bytes(), 600 + i));
+    ASSERT_TRUE(writer->write(d.args).is_ok());
+    check_cuda(cudaDeviceSynchronize(), "write");
+    const size_t bytes = static_cast<size_t>(2 * T * H * D * 4);
+    DeviceBuffer direct_out(bytes), graph_out(bytes);
+    ASSERT_FALSE(HasFatalFailure());
+    auto read_args = [&](DeviceBuffer& out, cudaStream_t stream) {
+      ReadArgs r;
+      r.cache = d.args.cache;
+      r.slot_mapping = d.args.slot_mapping;
+      r.key = make_view(out.get(), DType::f32, {T, H, D}, Device::cuda(0));
+      r.value = make_view(static_cast<float*>(out.get()) + T * H * D, DType::f32, {T, H, D},
+                          Device::cuda(0));
+      r.k_scale = c.k_scale;
+      r.v_scale = c.v_scale;
+      r.stream = stream;
+      return r;
+    };
+    Stream stream;  // first seen by the reader inside the capture
+    Status captured;
+    const CapturedGraph graph(
+        stream.get(), [&] { captured = reader->read(read_args(graph_out, stream.get())); }, mode);
+    ASSERT_TRUE(captured.is_ok()) << captured.message();
+    ASSERT_NE(graph.exec(), nullptr);
+    check_cuda(cudaGraphLaunch(graph.exec(), stream.get()), "replay");
+    check_cuda(cudaStreamSynchronize(stream.get()), "replay sync");
+    const Status direct = reader->read(read_args(direct_out, stream.get()));
+    ASSERT_TRUE(direct.is_ok()) << direct.message();
+    check_cuda(cudaStreamSynchronize(stream.get()), "direct read");
+    ASSERT_FALSE(HasFatalFailure());
+    const std::vector<uint8_t> a = graph_out.download_all<uint8_t>();
+    const std::vector<uint8_t> b = direct_out.download_all<uint8_t>();
+    ASSERT_TRUE(a == b) << "graph replay and direct read differ";
+  }
+}
+
+TEST(GpuGraph, ErrorLeftOverFromEarlierWorkIsNotBlamedOnTheWrite) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(80);
+  WriteCase c = random_case(rng, 2);
+  const Nvfp4PageLayout layout(c.spec);
+  const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 700);
+  std::vector<uint8_t> want = initial;
+  reference_write(c, want);
+  auto writer = make_writer(c.spec);
+  ASSERT_TRUE(writer);
+  DeviceCase d = upload_case(c, initial);
+  ASSERT_FALSE(HasFatalFailure());
+  // Someone else's failed call, its (non-sticky) error not taken.
+  int count = 0;
+  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
+  ASSERT_EQ(cudaSetDevice(count + 5), cudaErrorInvalidDevice);
+  ASSERT_EQ(cudaPeekAtLastError(), cudaErrorInvalidDevice);
+  const Status s = writer->write(d.args);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "the leftover error is reset by the write";
+  check_cuda(cudaDeviceSynchronize(), "write");
+  ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
 }
 
 }  // namespace

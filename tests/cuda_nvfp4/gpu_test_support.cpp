@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstring>
 #include <numeric>
 
@@ -24,6 +25,79 @@ void check_cuda(int err, const char* what) {
   const auto e = static_cast<cudaError_t>(err);
   ASSERT_EQ(e, cudaSuccess) << what << ": " << cudaGetErrorString(e) << " (" << cudaGetErrorName(e)
                             << ")";
+}
+
+namespace {
+
+// After every test: a CUDA error still pending (a failed call whose error nobody took) is named
+// with the test that left it and reset, so it is not picked up by the next test's launch check.
+// (A sticky error cannot be reset: every later test fails, and this names the first.)
+class PendingErrorListener : public ::testing::EmptyTestEventListener {
+  void OnTestEnd(const ::testing::TestInfo& info) override {
+    static const bool have_device = cuda_device_missing().empty();
+    if (!have_device) return;
+    const cudaError_t err = cudaGetLastError();
+    if (err == cudaSuccess) return;
+    std::printf("[ CUDA     ] %s.%s left a CUDA error pending: %s (%s); reset here%s\n",
+                info.test_suite_name(), info.name(), cudaGetErrorString(err), cudaGetErrorName(err),
+                cudaPeekAtLastError() == err ? " (it is sticky: later tests will fail)" : "");
+  }
+};
+
+const bool kListenerInstalled = [] {
+  ::testing::UnitTest::GetInstance()->listeners().Append(new PendingErrorListener);
+  return true;
+}();
+
+}  // namespace
+
+Stream::Stream() {
+  check_cuda(cudaStreamCreateWithFlags(&s_, cudaStreamNonBlocking), "cudaStreamCreate");
+}
+
+Stream::~Stream() {
+  if (s_ != nullptr) (void)cudaStreamDestroy(s_);
+}
+
+const char* capture_mode_name(cudaStreamCaptureMode mode) {
+  switch (mode) {
+    case cudaStreamCaptureModeGlobal: return "global";
+    case cudaStreamCaptureModeThreadLocal: return "thread-local";
+    case cudaStreamCaptureModeRelaxed: return "relaxed";
+  }
+  return "?";
+}
+
+CapturedGraph::CapturedGraph(cudaStream_t stream, const std::function<void()>& body,
+                             cudaStreamCaptureMode mode) {
+  const cudaError_t begin = cudaStreamBeginCapture(stream, mode);
+  if (begin != cudaSuccess) {
+    (void)cudaGetLastError();
+    ADD_FAILURE() << "cudaStreamBeginCapture (" << capture_mode_name(mode)
+                  << "): " << cudaGetErrorName(begin);
+    return;
+  }
+  body();
+  const cudaError_t end = cudaStreamEndCapture(stream, &graph_);  // always, whatever body did
+  if (end != cudaSuccess || graph_ == nullptr) {
+    (void)cudaGetLastError();
+    ADD_FAILURE() << "cudaStreamEndCapture (" << capture_mode_name(mode)
+                  << "): " << cudaGetErrorString(end) << " (" << cudaGetErrorName(end)
+                  << "): something in the capture broke it";
+    return;
+  }
+  const cudaError_t inst = cudaGraphInstantiate(&exec_, graph_, 0);
+  if (inst != cudaSuccess) {
+    (void)cudaGetLastError();
+    exec_ = nullptr;
+    ADD_FAILURE() << "cudaGraphInstantiate: " << cudaGetErrorString(inst) << " ("
+                  << cudaGetErrorName(inst) << ")";
+  }
+}
+
+CapturedGraph::~CapturedGraph() {
+  if (exec_ != nullptr) (void)cudaGraphExecDestroy(exec_);
+  if (graph_ != nullptr) (void)cudaGraphDestroy(graph_);
 }
 
 DeviceBuffer::DeviceBuffer(size_t bytes) : bytes_(bytes) {

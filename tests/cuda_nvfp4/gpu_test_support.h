@@ -3,9 +3,11 @@
 // cases, and the host reference that every page byte is compared with (nvfp4_quantize_group at
 // the descriptor's offsets: the format's definition in code, also cross-checked against the
 // reference_cpu writer).
+#include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -29,6 +31,39 @@ std::string cuda_device_missing();
 
 // Fails the test (ASSERT) on a CUDA error; the message names the call.
 void check_cuda(int err, const char* what);
+
+// A non-blocking stream, destroyed with the object.
+class Stream {
+ public:
+  Stream();
+  ~Stream();
+  Stream(const Stream&) = delete;
+  Stream& operator=(const Stream&) = delete;
+  cudaStream_t get() const { return s_; }
+
+ private:
+  cudaStream_t s_ = nullptr;
+};
+
+// What `body` enqueues on `stream`, captured into a graph (in `mode`) and instantiated. The
+// capture is always ended, also when body fails, so a failing test never leaves its stream
+// capturing for the next one; exec() is null, with a test failure naming the CUDA error (and the
+// runtime's last error reset), when the capture was invalidated or did not instantiate.
+class CapturedGraph {
+ public:
+  CapturedGraph(cudaStream_t stream, const std::function<void()>& body,
+                cudaStreamCaptureMode mode = cudaStreamCaptureModeThreadLocal);
+  ~CapturedGraph();
+  CapturedGraph(const CapturedGraph&) = delete;
+  CapturedGraph& operator=(const CapturedGraph&) = delete;
+  cudaGraphExec_t exec() const { return exec_; }
+
+ private:
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t exec_ = nullptr;
+};
+
+const char* capture_mode_name(cudaStreamCaptureMode mode);
 
 // cudaMalloc'd bytes, freed on destruction.
 class DeviceBuffer {

@@ -2,15 +2,23 @@
 
 #include <fmt/format.h>
 
+#include "kvq/core/logging.h"
+
 namespace kvq::cuda_nvfp4 {
+namespace {
+
+std::string error_text(cudaError_t err) {
+  return fmt::format("{} ({})", cudaGetErrorString(err), cudaGetErrorName(err));
+}
+
+}  // namespace
 
 Status cuda_status(cudaError_t err, const std::string& what, int ordinal) {
-  (void)cudaGetLastError();
+  if (cudaPeekAtLastError() == err) (void)cudaGetLastError();
   const ErrorCode code = (err == cudaErrorNoDevice || err == cudaErrorInsufficientDriver)
                              ? ErrorCode::unavailable
                              : ErrorCode::runtime;
-  return {code, fmt::format("{} on cuda:{} failed: {} ({})", what, ordinal, cudaGetErrorString(err),
-                            cudaGetErrorName(err))};
+  return {code, fmt::format("{} on cuda:{} failed: {}", what, ordinal, error_text(err))};
 }
 
 DeviceGuard::DeviceGuard(int ordinal) : ordinal_(ordinal) {
@@ -28,6 +36,57 @@ DeviceGuard::~DeviceGuard() {
 std::string describe_device(const cudaDeviceProp& prop, int ordinal) {
   return fmt::format("{} (cuda:{}, compute capability {}.{}, {} SMs)", prop.name, ordinal,
                      prop.major, prop.minor, prop.multiProcessorCount);
+}
+
+StreamBook::Entry* StreamBook::find_or_add(void* stream) noexcept {
+  for (Entry& e : entries_) {
+    void* s = e.stream.load(std::memory_order_acquire);
+    if (s == stream) return &e;
+    if (s == nullptr) {
+      // Claim it; another thread may have claimed it first, for this stream or another.
+      if (e.stream.compare_exchange_strong(s, stream, std::memory_order_acq_rel) || s == stream) {
+        return &e;
+      }
+    }
+  }
+  return nullptr;
+}
+
+PendingError take_pending_error() noexcept {
+  PendingError p;
+  p.error = cudaGetLastError();
+  p.sticky = p.error != cudaSuccess && cudaPeekAtLastError() == p.error;
+  return p;
+}
+
+Status launch_status(const char* what, int ordinal, const PendingError& pending, cudaError_t launch,
+                     unsigned blocks, unsigned threads, size_t desc_bytes) {
+  if (pending.sticky) {
+    return {ErrorCode::runtime,
+            fmt::format("cuda_nvfp4 {} not launched on cuda:{}: the CUDA context is unusable "
+                        "after an earlier error, left over from earlier work (not this call's): {}",
+                        what, ordinal, error_text(pending.error))};
+  }
+  if (launch != cudaSuccess) {
+    std::string message = fmt::format(
+        "cuda_nvfp4 {} launch on cuda:{} (grid {} x {} threads, {}-byte descriptor) "
+        "failed: {}",
+        what, ordinal, blocks, threads, desc_bytes, error_text(launch));
+    if (pending.error != cudaSuccess) {
+      message += fmt::format(
+          "; before the launch another error was pending, left over from earlier work and reset "
+          "here: {}",
+          error_text(pending.error));
+    }
+    return {ErrorCode::runtime, std::move(message)};
+  }
+  if (pending.error != cudaSuccess) {
+    KVQ_LOG_WARN(
+        "cuda_nvfp4 {} on cuda:{}: reset a CUDA error left over from earlier work on this thread "
+        "(not this call's, which launched fine): {}",
+        what, ordinal, error_text(pending.error));
+  }
+  return Status::ok();
 }
 
 }  // namespace kvq::cuda_nvfp4

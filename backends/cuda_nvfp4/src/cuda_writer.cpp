@@ -26,24 +26,49 @@ std::unique_ptr<Nvfp4PageLayout> make_layout(const CacheSpec& spec) {
   }
 }
 
-// The stream must belong to the writer's device (a kernel launched on another device's stream
-// fails, or worse, runs there with this device's pointers).
-void check_stream_device(cudaStream_t stream, int ordinal) {
-#if CUDART_VERSION >= 12080
-  if (stream == nullptr) return;
-  int dev = -1;
-  const cudaError_t err = cudaStreamGetDevice(stream, &dev);
-  if (err != cudaSuccess) throw Error(cuda_status(err, "cudaStreamGetDevice", ordinal));
-  if (dev != ordinal) {
-    throw Error(
-        invalid(fmt::format("stream belongs to cuda:{}: expected a stream of cuda:{} (the "
-                            "writer's device)",
-                            dev, ordinal)));
+// Whether `stream` is being captured (cudaStreamIsCapturing: the capture-safe question).
+Status stream_capturing(cudaStream_t stream, int ordinal, bool* capturing) {
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  if (cudaError_t err = cudaStreamIsCapturing(stream, &capture); err != cudaSuccess) {
+    return cuda_status(err, "cudaStreamIsCapturing", ordinal);
   }
-#else
-  (void)stream;
-  (void)ordinal;
+  *capturing = capture != cudaStreamCaptureStatusNone;
+  return Status::ok();
+}
+
+// The stream must belong to the writer's device, `ordinal`, current now (a kernel launched into
+// another device's stream fails). Asks CUDA once per stream and only outside a capture;
+// `capturing` < 0: not known yet (asked here when needed). `*entry`: the stream's book entry
+// (the legacy default stream's is booked as cudaStreamLegacy); nullptr for the per-thread
+// default stream and when the book is full.
+Status check_stream(StreamBook& book, cudaStream_t stream, int capturing, int ordinal,
+                    StreamBook::Entry** entry) {
+  *entry = nullptr;
+  if (stream == cudaStreamPerThread) return Status::ok();  // the current device's
+  void* key = stream == nullptr ? static_cast<void*>(cudaStreamLegacy) : stream;
+  StreamBook::Entry* e = book.find_or_add(key);
+  *entry = e;
+  if (is_special_stream(stream)) return Status::ok();
+  if (e != nullptr && e->on_device.load(std::memory_order_acquire)) return Status::ok();
+  if (capturing < 0) {
+    bool c = false;
+    if (Status st = stream_capturing(stream, ordinal, &c); !st) return st;
+    capturing = c ? 1 : 0;
+  }
+  if (capturing > 0) return Status::ok();  // cudaStreamGetDevice would break the capture
+#if CUDART_VERSION >= 12080
+  int dev = -1;
+  if (cudaError_t err = cudaStreamGetDevice(stream, &dev); err != cudaSuccess) {
+    return cuda_status(err, "cudaStreamGetDevice", ordinal);
+  }
+  if (dev != ordinal) {
+    return invalid(
+        fmt::format("stream belongs to cuda:{}: expected a stream of cuda:{} (the writer's device)",
+                    dev, ordinal));
+  }
 #endif
+  if (e != nullptr) e->on_device.store(true, std::memory_order_release);
+  return Status::ok();
 }
 
 // Opens the device and the layout shared by writer and reader.
@@ -76,7 +101,6 @@ Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** ou
   return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Writer> w(new CudaNvfp4Writer());
     open_common(options, &w->info_, &w->layout_, &w->addressing_);
-    w->streams_.reserve(kMaxStreams);
     DeviceGuard guard(w->info_.ordinal);
     if (guard.error() != cudaSuccess) {
       throw Error(cuda_status(guard.error(), "cudaSetDevice", w->info_.ordinal));
@@ -104,77 +128,81 @@ CudaNvfp4Writer::~CudaNvfp4Writer() {
   }
 }
 
-void CudaNvfp4Writer::remember_stream(void* stream) {
-  for (void* s : streams_) {
-    if (s == stream) return;
-  }
-  if (streams_.size() < kMaxStreams) {
-    streams_.push_back(stream);
-  } else {
-    sync_device_ = true;
-  }
-}
-
+// The hot path (decode writes every step): no allocation, no lock, no exception, no formatting
+// unless something is refused; CUDA calls: cudaGetDevice, cudaStreamIsCapturing, 2 x
+// cudaGetLastError and the launch (plus cudaStreamGetDevice on a stream's first direct write).
 Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
-  return catch_as_status([&] {
+  try {
     WriteKernelDesc desc;
     InputType input;
-    throw_if_error(plan_write(args, layout_->descriptor(), addressing_, device(), &desc, &input));
+    if (Status st = plan_write(args, layout_->descriptor(), addressing_, device(), &desc, &input);
+        !st) {
+      return st;
+    }
+    if (desc.page.items == 0) return Status::ok();
     desc.out_of_range = counter_;
     desc.use_hw_e2m1 = info_.use_hw_e2m1 ? 1 : 0;
-    if (desc.page.items == 0) return;
-    DeviceGuard guard(info_.ordinal);
-    if (guard.error() != cudaSuccess) {
-      throw Error(cuda_status(guard.error(), "cudaSetDevice", info_.ordinal));
-    }
+    const int ordinal = info_.ordinal;
+    DeviceGuard guard(ordinal);
+    if (guard.error() != cudaSuccess) return cuda_status(guard.error(), "cudaSetDevice", ordinal);
     auto stream = static_cast<cudaStream_t>(args.stream);
-    check_stream_device(stream, info_.ordinal);
-    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
-    if (cudaError_t err = cudaStreamIsCapturing(stream, &capture); err != cudaSuccess) {
-      throw Error(cuda_status(err, "cudaStreamIsCapturing", info_.ordinal));
+    bool capturing = false;
+    if (Status st = stream_capturing(stream, ordinal, &capturing); !st) return st;
+    StreamBook::Entry* entry = nullptr;
+    if (Status st = check_stream(streams_, stream, capturing ? 1 : 0, ordinal, &entry); !st) {
+      return st;
     }
-    throw_if_error(launch_write(desc, input, launch_shape(desc.page.items, info_.num_sms), stream));
-    std::lock_guard<std::mutex> lock(mutex_);
-    if (capture != cudaStreamCaptureStatusNone) {
-      sync_device_ = true;  // replays may run on any stream: take() must wait for all of them
+    if (Status st = launch_write(desc, input, launch_shape(desc.page.items, info_.num_sms), stream,
+                                 ordinal);
+        !st) {
+      return st;
+    }
+    if (capturing || entry == nullptr) {
+      // Replays may run on any stream; a stream the book cannot hold cannot be named later.
+      sync_device_.store(true, std::memory_order_release);
     } else {
-      remember_stream(stream);
+      entry->used.store(true, std::memory_order_release);
     }
-  });
+    return Status::ok();
+  } catch (...) {
+    return catch_as_status([] { throw; });
+  }
 }
 
 Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
   return catch_as_status([&] {
-    std::lock_guard<std::mutex> lock(mutex_);
+    std::lock_guard<std::mutex> lock(take_mutex_);
     const int ordinal = info_.ordinal;
     DeviceGuard guard(ordinal);
     if (guard.error() != cudaSuccess)
       throw Error(cuda_status(guard.error(), "cudaSetDevice", ordinal));
-    if (sync_device_) {
-      if (cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) {
-        throw Error(cuda_status(err, "cudaDeviceSynchronize (writes so far)", ordinal));
-      }
-    } else {
-      for (void* s : streams_) {
-        if (cudaError_t err = cudaStreamSynchronize(static_cast<cudaStream_t>(s));
-            err != cudaSuccess) {
-          throw Error(cuda_status(err, "cudaStreamSynchronize (writes so far)", ordinal));
-        }
-      }
+    // Flags are taken before the waits: a write issued meanwhile marks its stream again.
+    bool whole_device = sync_device_.exchange(false, std::memory_order_acq_rel);
+    cudaError_t err = cudaSuccess;
+    const char* what = "cudaStreamSynchronize (writes so far)";
+    streams_.take_used([&](void* s) {
+      if (!whole_device && err == cudaSuccess)
+        err = cudaStreamSynchronize(static_cast<cudaStream_t>(s));
+    });
+    if (whole_device && err == cudaSuccess) {
+      err = cudaDeviceSynchronize();
+      what = "cudaDeviceSynchronize (writes so far)";
+    }
+    if (err != cudaSuccess) {
+      sync_device_.store(true, std::memory_order_release);  // the next take waits for everything
+      throw Error(cuda_status(err, what, ordinal));
     }
     unsigned long long value = 0;
-    if (cudaError_t err = cudaMemcpy(&value, counter_, sizeof value, cudaMemcpyDeviceToHost);
+    if (err = cudaMemcpy(&value, counter_, sizeof value, cudaMemcpyDeviceToHost);
         err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaMemcpy (out-of-range slot counter)", ordinal));
     }
-    if (cudaError_t err = cudaMemset(counter_, 0, sizeof value); err != cudaSuccess) {
+    if (err = cudaMemset(counter_, 0, sizeof value); err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaMemset (out-of-range slot counter)", ordinal));
     }
-    if (cudaError_t err = cudaStreamSynchronize(nullptr); err != cudaSuccess) {
+    if (err = cudaStreamSynchronize(nullptr); err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaStreamSynchronize (counter reset)", ordinal));
     }
-    streams_.clear();
-    sync_device_ = false;
     *count = static_cast<int64_t>(value);
   });
 }
@@ -190,18 +218,22 @@ Status CudaNvfp4Reader::create(const BackendOptions& options, KVCacheReader** ou
 }
 
 Status CudaNvfp4Reader::read(const ReadArgs& args) noexcept {
-  return catch_as_status([&] {
+  try {
     ReadKernelDesc desc;
-    throw_if_error(plan_read(args, layout_->descriptor(), addressing_, device(), &desc));
-    if (desc.page.items == 0) return;
-    DeviceGuard guard(info_.ordinal);
-    if (guard.error() != cudaSuccess) {
-      throw Error(cuda_status(guard.error(), "cudaSetDevice", info_.ordinal));
+    if (Status st = plan_read(args, layout_->descriptor(), addressing_, device(), &desc); !st) {
+      return st;
     }
+    if (desc.page.items == 0) return Status::ok();
+    const int ordinal = info_.ordinal;
+    DeviceGuard guard(ordinal);
+    if (guard.error() != cudaSuccess) return cuda_status(guard.error(), "cudaSetDevice", ordinal);
     auto stream = static_cast<cudaStream_t>(args.stream);
-    check_stream_device(stream, info_.ordinal);
-    throw_if_error(launch_read(desc, launch_shape(desc.page.items, info_.num_sms), stream));
-  });
+    StreamBook::Entry* entry = nullptr;
+    if (Status st = check_stream(streams_, stream, -1, ordinal, &entry); !st) return st;
+    return launch_read(desc, launch_shape(desc.page.items, info_.num_sms), stream, ordinal);
+  } catch (...) {
+    return catch_as_status([] { throw; });
+  }
 }
 
 }  // namespace kvq::cuda_nvfp4

@@ -2,12 +2,20 @@
 // The cuda_nvfp4 KVCacheWriter and KVCacheReader: device tensors in, pages out, on the caller's
 // stream (WriteArgs::stream, a cudaStream_t; null = the legacy default stream of the device).
 // A write validates on the host, fills one descriptor and launches one kernel: no host sync, no
-// allocation. Out-of-range slots are skipped and counted in a device counter allocated once per
-// writer; take_out_of_range_slots() synchronizes, reads and resets it.
+// allocation, no lock. Out-of-range slots are skipped and counted in a device counter allocated
+// once per writer; take_out_of_range_slots() synchronizes, reads and resets it.
+//
+// Stream capture: write() and read() may be captured into a CUDA graph (any capture mode). They
+// call only capture-safe runtime functions on the way (cudaGetDevice, cudaStreamIsCapturing,
+// cudaGetLastError, the launch); the stream's device is asked with cudaStreamGetDevice only
+// outside a capture, once per stream (StreamBook), since that call fails on a capturing stream
+// and invalidates the capture. A stream first seen while capturing is not checked (a launch
+// into another device's stream fails anyway, with CUDA's own error).
+#include <atomic>
 #include <memory>
 #include <mutex>
-#include <vector>
 
+#include "cuda_util.h"
 #include "kernel_desc.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/plugin_abi.h"
@@ -36,19 +44,19 @@ class CudaNvfp4Writer final : public KVCacheWriter {
  private:
   CudaNvfp4Writer() = default;
 
-  // Streams that direct writes used since the last take (bounded: past kMaxStreams, take
-  // synchronizes the whole device instead).
-  static constexpr size_t kMaxStreams = 16;
-  void remember_stream(void* stream);
-
   DeviceInfo info_;
   std::unique_ptr<Nvfp4PageLayout> layout_;
   PageAddressing addressing_{};
   unsigned long long* counter_ = nullptr;  // device
 
-  std::mutex mutex_;
-  std::vector<void*> streams_;  // capacity reserved at creation: remember_stream never allocates
-  bool sync_device_ = false;    // a write was captured into a graph, or too many streams
+  // Streams seen (their device) and those direct writes used since the last take.
+  StreamBook streams_;
+  // take() must synchronize the whole device: a write was captured into a graph (replays may run
+  // on any stream), ran on the per-thread default stream (another thread's take cannot name it)
+  // or on a stream past the book's capacity. (The legacy default stream is booked as
+  // cudaStreamLegacy.)
+  std::atomic<bool> sync_device_{false};
+  std::mutex take_mutex_;  // one take at a time; write() never locks
 };
 
 class CudaNvfp4Reader final : public KVCacheReader {
@@ -65,6 +73,7 @@ class CudaNvfp4Reader final : public KVCacheReader {
   DeviceInfo info_;
   std::unique_ptr<Nvfp4PageLayout> layout_;
   PageAddressing addressing_{};
+  StreamBook streams_;  // the device of each stream seen
 };
 
 }  // namespace kvq::cuda_nvfp4

@@ -6,6 +6,7 @@
 
 #include <string>
 
+#include "cuda_util.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "slot_lookup.cuh"
 #include "write_kernel.h"
@@ -85,16 +86,22 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 }  // namespace
 
-Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape,
-                   CUstream_st* stream) noexcept {
+Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,
+                   int ordinal) noexcept {
   if (shape.blocks == 0) return Status::ok();
-  nvfp4_read_kernel<<<shape.blocks, shape.threads, 0, stream>>>(desc);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    return {ErrorCode::runtime, std::string("cuda_nvfp4 read kernel launch failed: ") +
-                                    cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")"};
+  const PendingError pending = take_pending_error();
+  cudaError_t err = pending.error;
+  if (!pending.sticky) {
+    nvfp4_read_kernel<<<shape.blocks, shape.threads, 0, stream>>>(desc);
+    err = cudaGetLastError();
   }
-  return Status::ok();
+  if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
+  try {
+    return launch_status("read kernel", ordinal, pending, err, shape.blocks, shape.threads,
+                         sizeof desc);
+  } catch (...) {  // formatting the message failed (out of memory)
+    return {ErrorCode::runtime, "cuda_nvfp4 read kernel launch failed"};
+  }
 }
 
 }  // namespace kvq::cuda_nvfp4

@@ -9,6 +9,7 @@
 
 #include <string>
 
+#include "cuda_util.h"
 #include "group_quantize.cuh"
 #include "input_groups.cuh"
 #include "slot_lookup.cuh"
@@ -117,19 +118,25 @@ LaunchShape launch_shape(uint32_t items, int num_sms) {
 }
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
-                    CUstream_st* stream) noexcept {
+                    CUstream_st* stream, int ordinal) noexcept {
   if (shape.blocks == 0) return Status::ok();
-  switch (input) {
-    case InputType::bf16: launch_typed<InputType::bf16>(desc, shape, stream); break;
-    case InputType::f16: launch_typed<InputType::f16>(desc, shape, stream); break;
-    case InputType::f32: launch_typed<InputType::f32>(desc, shape, stream); break;
+  const PendingError pending = take_pending_error();
+  cudaError_t err = pending.error;
+  if (!pending.sticky) {
+    switch (input) {
+      case InputType::bf16: launch_typed<InputType::bf16>(desc, shape, stream); break;
+      case InputType::f16: launch_typed<InputType::f16>(desc, shape, stream); break;
+      case InputType::f32: launch_typed<InputType::f32>(desc, shape, stream); break;
+    }
+    err = cudaGetLastError();
   }
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) {
-    return {ErrorCode::runtime, std::string("cuda_nvfp4 write kernel launch failed: ") +
-                                    cudaGetErrorString(err) + " (" + cudaGetErrorName(err) + ")"};
+  if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
+  try {
+    return launch_status("write kernel", ordinal, pending, err, shape.blocks, shape.threads,
+                         sizeof desc);
+  } catch (...) {  // formatting the message failed (out of memory)
+    return {ErrorCode::runtime, "cuda_nvfp4 write kernel launch failed"};
   }
-  return Status::ok();
 }
 
 bool write_kernel_loadable(std::string* detail) noexcept {

@@ -16,13 +16,14 @@ struct LaunchShape {
 // (decode batches), so a small write spreads over more SMs.
 LaunchShape launch_shape(uint32_t items, int num_sms);
 
-// Queues the write on `stream` (nothing else: no sync, no allocation). Returns the launch error,
-// if any (cudaGetLastError), as ErrorCode::runtime.
+// Queues the write on `stream` (nothing else: no sync, no allocation; `ordinal`, the current
+// device, only names it in messages). Returns the launch error, if any, as ErrorCode::runtime,
+// told apart from an error left over from earlier work (cuda_util.h, launch_status).
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
-                    CUstream_st* stream) noexcept;
+                    CUstream_st* stream, int ordinal) noexcept;
 
-Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape,
-                   CUstream_st* stream) noexcept;
+Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,
+                   int ordinal) noexcept;
 
 // For the probe: true when the write kernel has an image for the current device (built for
 // 90a and 100a: another arch, e.g. sm_120, has none); `detail` says why not.
