@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 #include "kvq/layouts/nvfp4_page_layout.h"
@@ -65,6 +66,30 @@ TEST_F(WritePlanTest, ValidWriteFillsTheDescriptor) {
   EXPECT_EQ(desc_.global_scale[1], 1.0f / 3.0f);
   EXPECT_EQ(desc_.inv_global_scale[1], 1.0f / (1.0f / 3.0f));
   EXPECT_EQ(desc_.scale_ptr[0], nullptr);
+}
+
+TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
+  // plan_write fills the descriptor in place (no zeroing pass): a reused descriptor must come out
+  // byte for byte as a fresh one.
+  args_.k_scale_ptr = static_cast<const float*>(addr(0x50000));
+  WriteKernelDesc fresh{};
+  std::memset(static_cast<void*>(&desc_), 0xAB, sizeof desc_);
+  ASSERT_TRUE(plan().is_ok());
+  ASSERT_TRUE(plan_write(args_, layout_->descriptor(), addressing_, kDev, &fresh, &input_).is_ok());
+  EXPECT_EQ(std::memcmp(&desc_, &fresh, sizeof fresh), 0);
+  EXPECT_EQ(desc_.global_scale[0], 0.0f);
+  EXPECT_EQ(desc_.out_of_range, nullptr);
+  EXPECT_EQ(desc_.use_hw_e2m1, 0);
+  ReadArgs r;
+  r.cache = args_.cache;
+  r.slot_mapping = args_.slot_mapping;
+  r.key = make_view(addr(0x60000), DType::f32, {5, 8, 128}, kDev);
+  r.value = make_view(addr(0x70000), DType::f32, {5, 8, 128}, kDev);
+  ReadKernelDesc reused, fresh_read{};
+  std::memset(static_cast<void*>(&reused), 0xAB, sizeof reused);
+  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &reused).is_ok());
+  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &fresh_read).is_ok());
+  EXPECT_EQ(std::memcmp(&reused, &fresh_read, sizeof reused), 0);
 }
 
 TEST_F(WritePlanTest, FusedQkvViewIsAccepted) {

@@ -160,8 +160,12 @@ uint32_t u32(int64_t v) {
 
 // Items = T * H * S with 32-bit index math in the kernels.
 Status count_items(int64_t tokens, const Nvfp4LayoutDesc& layout, uint32_t* items) {
+  // per_token < 2^29 (a page is < 2^32 bytes: make_page_addressing), so with tokens <= kMax the
+  // product cannot overflow; no division on this per-write path.
   const int64_t per_token = layout.num_heads * layout.groups;
-  if (tokens > std::numeric_limits<int32_t>::max() / per_token) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (tokens > kMax || static_cast<uint64_t>(tokens) * static_cast<uint64_t>(per_token) >
+                           static_cast<uint64_t>(kMax)) {
     return invalid(fmt::format(
         "{} tokens x {} heads x {} groups = more than 2^31 work items in one call: split the batch",
         tokens, layout.num_heads, layout.groups));
@@ -277,12 +281,15 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
     }
   }
 
-  WriteKernelDesc d{};
+  // Filled in place, every field (no zeroing pass, no copy: this runs on every decode step).
+  WriteKernelDesc& d = *desc;
   for (int s = 0; s < 2; ++s) {
     d.src[s] = kv[s]->data;
     d.token_stride[s] = kv[s]->strides[0];
     d.head_stride[s] = kv[s]->strides[1];
     d.scale_ptr[s] = scale_ptrs[s];
+    d.global_scale[s] = 0.0f;
+    d.inv_global_scale[s] = 0.0f;
     if (scale_ptrs[s] == nullptr) {
       // nvfp4_global_scale and step 4's 1/global, with the same IEEE float division as the
       // device (and as reference_cpu).
@@ -292,11 +299,12 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   }
   d.slots = args.slot_mapping.data;
   d.slots_are_i64 = args.slot_mapping.dtype == DType::i64 ? 1 : 0;
+  d.use_hw_e2m1 = 0;
   d.cache = static_cast<uint8_t*>(args.cache.data);
   d.page = addressing;
   d.page.items = items;
   d.page.data_access_bytes = data_access_bytes(args.cache.data, layout);
-  *desc = d;
+  d.out_of_range = nullptr;
   switch (args.key.dtype) {
     case DType::bf16: *input = InputType::bf16; break;
     case DType::f16: *input = InputType::f16; break;
@@ -334,7 +342,8 @@ Status plan_read(const ReadArgs& args, const Nvfp4LayoutDesc& layout,
       if (Status st = check_rows(*kv[s], names[s]); !st) return st;
     }
   }
-  ReadKernelDesc d{};
+  ReadKernelDesc& d = *desc;  // every field, in place
+  d.pad_ = 0;
   d.cache = static_cast<const uint8_t*>(args.cache.data);
   d.slots = args.slot_mapping.data;
   d.slots_are_i64 = args.slot_mapping.dtype == DType::i64 ? 1 : 0;
@@ -348,7 +357,6 @@ Status plan_read(const ReadArgs& args, const Nvfp4LayoutDesc& layout,
   d.page = addressing;
   d.page.items = items;
   d.page.data_access_bytes = data_access_bytes(args.cache.data, layout);
-  *desc = d;
   return Status::ok();
 }
 
