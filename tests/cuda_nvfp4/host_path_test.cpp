@@ -134,9 +134,16 @@ TEST(LaunchShape, GridAndBlockAreNeverZeroOrOversized) {
       EXPECT_GE(w.blocks, 1u) << items;
       EXPECT_LE(w.blocks, 0x7FFFFFFFu) << items;
       EXPECT_GE(uint64_t{w.blocks} * w.threads, items);
+      const LaunchShape r = read_launch_shape(items, sms);
+      EXPECT_TRUE(r.threads == 128 || r.threads == 256) << items;
+      EXPECT_GE(r.blocks, 1u) << items;
+      EXPECT_LE(r.blocks, 0x7FFFFFFFu) << items;
+      EXPECT_GE(uint64_t{r.blocks} * r.threads, uint64_t{items} * kReadThreadsPerItem);
+      EXPECT_LT(uint64_t{r.blocks - 1} * r.threads, uint64_t{items} * kReadThreadsPerItem);
     }
   }
   EXPECT_EQ(launch_shape(0, 132).blocks, 0u);  // an empty write launches nothing
+  EXPECT_EQ(read_launch_shape(0, 132).blocks, 0u);
   // The descriptors are passed by value as kernel parameters (limit 4 KiB before CUDA 12.1).
   EXPECT_LE(sizeof(WriteKernelDesc), 4096u);
   EXPECT_LE(sizeof(ReadKernelDesc), 4096u);

@@ -22,6 +22,11 @@ LaunchShape launch_shape(uint32_t items, int num_sms);
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
                     CUstream_st* stream, int ordinal) noexcept;
 
+// The read kernel runs kReadThreadsPerItem threads per work item (each stores one float4 of each
+// side), with the same 256/128 rule on the thread count.
+inline constexpr int kReadThreadsPerItem = 4;
+LaunchShape read_launch_shape(uint32_t items, int num_sms);
+
 Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,
                    int ordinal) noexcept;
 
