@@ -110,6 +110,11 @@ Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** ou
       throw Error(cuda_status(err, "cudaMalloc (out-of-range slot counter)", w->info_.ordinal));
     }
     w->counter_ = static_cast<unsigned long long*>(counter);
+    if (auto err = static_cast<cudaError_t>(preload_write_kernels(w->info_.use_hw_e2m1));
+        err != cudaSuccess) {
+      throw Error(
+          cuda_status(err, "cudaFuncGetAttributes (loading the write kernels)", w->info_.ordinal));
+    }
     if (cudaError_t err = cudaMemset(counter, 0, sizeof(unsigned long long)); err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaMemset (out-of-range slot counter)", w->info_.ordinal));
     }
@@ -213,6 +218,14 @@ Status CudaNvfp4Reader::create(const BackendOptions& options, KVCacheReader** ou
   return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Reader> r(new CudaNvfp4Reader());
     open_common(options, &r->info_, &r->layout_, &r->addressing_);
+    DeviceGuard guard(r->info_.ordinal);
+    if (guard.error() != cudaSuccess) {
+      throw Error(cuda_status(guard.error(), "cudaSetDevice", r->info_.ordinal));
+    }
+    if (auto err = static_cast<cudaError_t>(preload_read_kernel()); err != cudaSuccess) {
+      throw Error(
+          cuda_status(err, "cudaFuncGetAttributes (loading the read kernel)", r->info_.ordinal));
+    }
     *out = r.release();
   });
 }

@@ -111,4 +111,9 @@ Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstrea
   }
 }
 
+int preload_read_kernel() noexcept {
+  cudaFuncAttributes attr{};
+  return cudaFuncGetAttributes(&attr, nvfp4_read_kernel);
+}
+
 }  // namespace kvq::cuda_nvfp4

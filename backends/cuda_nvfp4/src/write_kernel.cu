@@ -148,4 +148,19 @@ bool write_kernel_loadable(std::string* detail) noexcept {
   return false;
 }
 
+int preload_write_kernels(bool use_hw_e2m1) noexcept {
+  const void* kernels[3] = {
+      use_hw_e2m1 ? reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::bf16, true>)
+                  : reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::bf16, false>),
+      use_hw_e2m1 ? reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f16, true>)
+                  : reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f16, false>),
+      use_hw_e2m1 ? reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f32, true>)
+                  : reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f32, false>)};
+  for (const void* k : kernels) {
+    cudaFuncAttributes attr{};
+    if (cudaError_t err = cudaFuncGetAttributes(&attr, k); err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
 }  // namespace kvq::cuda_nvfp4

@@ -30,6 +30,13 @@ LaunchShape read_launch_shape(uint32_t items, int num_sms);
 Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,
                    int ordinal) noexcept;
 
+// Loads the kernels a writer (its E2M1 path, every input dtype) or reader may launch, on the
+// current device, at creation: under CUDA's lazy module loading the first launch would load
+// them, and drivers before 12.3 cannot load a module while a stream is being captured. Return
+// the cudaError_t (0 = success).
+int preload_write_kernels(bool use_hw_e2m1) noexcept;
+int preload_read_kernel() noexcept;
+
 // For the probe: true when the write kernel has an image for the current device (built for
 // 90a and 100a: another arch, e.g. sm_120, has none); `detail` says why not.
 bool write_kernel_loadable(std::string* detail) noexcept;
