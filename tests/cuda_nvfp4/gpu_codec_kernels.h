@@ -29,4 +29,8 @@ int e2m1_sw_codes(const uint32_t* bits, uint32_t* out, int n);
 // out[3*g] = scale, out[3*g+1..2] = data words.
 int quantize_groups(const float* x, int groups, float global, float inv_global, uint32_t* out);
 
+// For the host cost report: launches an empty kernel taking a `param_bytes` (0 or 280, the
+// write descriptor's size) parameter on `stream` (a cudaStream_t); returns the launch error.
+int launch_empty_kernel(void* stream, int param_bytes);
+
 }  // namespace kvq::cuda_nvfp4::test

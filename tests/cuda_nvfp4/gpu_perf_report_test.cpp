@@ -8,6 +8,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <memory>
 #include <numeric>
@@ -15,6 +16,7 @@
 #include <random>
 #include <vector>
 
+#include "gpu_codec_kernels.h"
 #include "gpu_test_support.h"
 
 namespace kvq::cuda_nvfp4::test {
@@ -269,6 +271,102 @@ TEST(GpuPerf, WriteAndReadBandwidthReport) {
     }
   }
   (void)cudaStreamDestroy(stream);
+}
+
+// ---- host cost of a write ------------------------------------------------------------------
+
+// Host microseconds per call of `fn` (median over batches of `calls` back-to-back calls; the
+// stream is synchronized between batches so the launch queue never fills and blocks the host).
+template <class Fn>
+double host_us_per_call(Fn&& fn, cudaStream_t stream, int batches = 20, int calls = 100) {
+  std::vector<double> per_call;
+  for (int b = 0; b < batches + 2; ++b) {
+    check_cuda(cudaStreamSynchronize(stream), "sync");
+    const auto t0 = std::chrono::steady_clock::now();
+    for (int i = 0; i < calls; ++i) fn();
+    const auto t1 = std::chrono::steady_clock::now();
+    if (b >= 2)
+      per_call.push_back(std::chrono::duration<double, std::micro>(t1 - t0).count() / calls);
+  }
+  check_cuda(cudaStreamSynchronize(stream), "sync");
+  std::sort(per_call.begin(), per_call.end());
+  return per_call[per_call.size() / 2];
+}
+
+// Median GPU time between events recorded around what `fn` enqueues on an idle stream (the
+// method of the main report: host path + launch latency + kernel).
+template <class Fn>
+double events_around_us(Fn&& fn, cudaStream_t stream) {
+  Events ev;
+  std::vector<double> ms;
+  for (int i = 0; i < kWarmup + kIters; ++i) {
+    check_cuda(cudaEventRecord(ev.a_, stream), "record");
+    fn();
+    check_cuda(cudaEventRecord(ev.b_, stream), "record");
+    check_cuda(cudaEventSynchronize(ev.b_), "sync");
+    float t = 0;
+    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
+    if (i >= kWarmup) ms.push_back(t);
+  }
+  return summarize(ms).median_us;
+}
+
+void report(const char* what, double us, const std::string& property) {
+  std::printf("host cost: %-58s %7.3f us\n", what, us);
+  ::testing::Test::RecordProperty(property, std::to_string(us));
+}
+
+// Issue 7's decode targets (<= 6 us direct, <= 3 us graph replay, events around the launch) split
+// into their parts: the host time of write() itself, of the CUDA calls it makes, of a bare launch,
+// and the events-around floor of an empty kernel (direct and as a graph).
+TEST(GpuPerf, HostCostPerWriteReport) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  Stream stream;
+  ASSERT_FALSE(HasFatalFailure());
+  const cudaStream_t st = stream.get();
+  for (int64_t T : {1, 256}) {
+    Workload w;
+    make_workload({T, 8, 128, 16, "HND", "linear", "sm100_swizzled"}, &w);
+    auto writer = make_writer(w.spec);
+    ASSERT_TRUE(writer);
+    WriteArgs a = w.args[0];
+    a.stream = st;
+    ASSERT_TRUE(writer->write(a).is_ok());  // the stream's first write asks its device
+    const std::string t = std::to_string(T);
+    report(("write() T=" + t + " H=8 D=128, host time per call").c_str(),
+           host_us_per_call([&] { (void)writer->write(a); }, st), "host_write_us_T" + t);
+    report(("write() T=" + t + ", events around one write").c_str(),
+           events_around_us([&] { (void)writer->write(a); }, st), "events_write_us_T" + t);
+  }
+  report("empty kernel launch, no parameters",
+         host_us_per_call([&] { (void)launch_empty_kernel(st, 0); }, st), "host_empty_launch_us");
+  report("empty kernel launch, 280-byte parameter",
+         host_us_per_call([&] { (void)launch_empty_kernel(st, 280); }, st),
+         "host_empty_launch_280_us");
+  report("events around one empty kernel launch (floor of direct)",
+         events_around_us([&] { (void)launch_empty_kernel(st, 280); }, st), "events_empty_us");
+  {
+    const CapturedGraph g(st, [&] { (void)launch_empty_kernel(st, 280); });
+    ASSERT_NE(g.exec(), nullptr);
+    check_cuda(cudaGraphUpload(g.exec(), st), "upload");
+    report("events around one empty-kernel graph replay (floor of graph)",
+           events_around_us([&] { (void)cudaGraphLaunch(g.exec(), st); }, st),
+           "events_empty_graph_us");
+  }
+  int dev = -1;
+  cudaStreamCaptureStatus cap{};
+  report("cudaGetDevice", host_us_per_call([&] { (void)cudaGetDevice(&dev); }, st, 5, 10000),
+         "host_cudaGetDevice_us");
+  report("cudaStreamIsCapturing",
+         host_us_per_call([&] { (void)cudaStreamIsCapturing(st, &cap); }, st, 5, 10000),
+         "host_cudaStreamIsCapturing_us");
+#if CUDART_VERSION >= 12080
+  report("cudaStreamGetDevice (asked once per stream now; was per write)",
+         host_us_per_call([&] { (void)cudaStreamGetDevice(st, &dev); }, st, 5, 10000),
+         "host_cudaStreamGetDevice_us");
+#endif
+  report("cudaGetLastError", host_us_per_call([&] { (void)cudaGetLastError(); }, st, 5, 10000),
+         "host_cudaGetLastError_us");
 }
 
 }  // namespace
