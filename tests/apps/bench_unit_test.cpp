@@ -400,6 +400,7 @@ TEST(BenchRunner, AutomaticIterationsFitTheBudgetAndSkipGraphsForLargeT) {
   Settings s = small_settings();
   s.budget_ms = 11;  // the probe says 2 ms per launch: 5 fit
   s.min_iterations = 3;
+  s.graph_max_tokens = 1024;
   s.max_iterations = 50;
   CaseRunner runner(f.target(), s);
   const CaseResult r = runner.run({1, 64, 16, 2048, 0});

@@ -122,6 +122,9 @@ void DeviceBuffer::upload(const void* host, size_t bytes, size_t offset) {
   ASSERT_LE(offset + bytes, bytes_);
   check_cuda(cudaMemcpy(static_cast<char*>(ptr_) + offset, host, bytes, cudaMemcpyHostToDevice),
              "cudaMemcpy H2D");
+  // From pageable memory cudaMemcpy may return before the DMA has landed, and the legacy stream
+  // does not order work on the non-blocking streams tests write on: wait for the bytes.
+  check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize after H2D");
 }
 
 void DeviceBuffer::download(void* host, size_t bytes, size_t offset) const {
