@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Hardware counters for one write and one read launch of the main shape (H=8, D=128, T=65536,
+# block_size 16), on the GPU machine:   scripts/gpu_ncu.sh OUTDIR
+# Answers "memory- or instruction-bound?": DRAM throughput and bytes against the minimum the
+# bench counts, and how busy the ALU/FMA pipes and the issue slots were.
+set -uo pipefail
+out=${1:?usage: gpu_ncu.sh OUTDIR}
+mkdir -p "$out"
+ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+[[ -n $ncu ]] || { echo "gpu_ncu.sh: ncu not found" >&2; exit 127; }
+metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
+dram__bytes_read.sum,dram__bytes_write.sum,sm__issue_active.avg.pct_of_peak_sustained_active,\
+sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
+sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,\
+sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
+for kernel in nvfp4_write_kernel nvfp4_read_kernel; do
+  timeout 120 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-skip 3 \
+    --launch-count 1 --metrics "$metrics" \
+    build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 --shapes 8x128 \
+    --tokens 65536 --iterations 5 > "$out/ncu_$kernel.txt" 2>&1
+  echo "ncu $kernel rc=$?"
+  grep -E "^\s+(gpu__|dram__|sm__|lts__)" "$out/ncu_$kernel.txt"
+done
