@@ -4,13 +4,20 @@
 //
 // e2m1x8_sw: the software path, host + device, equal to kvq::e2m1_from_float (the reference) for
 // every float (all 2^32 checked on the host by tests/cuda_nvfp4/e2m1_host_exhaustive_test.cpp and
-// on the GPU by GpuCodecs.E2m1SoftwareExhaustive). No double, no table, no branch, and only four
-// instructions per element on the 64-lane integer/logic (ALU) pipe, which bounded the previous
-// version (7 ALU ops per element: FMNMX x3, LOP3 x2, LEA.HI, funnel SHF); the rest is FP32 and
-// integer multiply-add (the FMA pipe). docs/perf-notes.md has the SASS counts. Per element
-// (e2m1_parts): clamp to [-6, 6] (2 FMNMX), three once-rounded lines 2^23 + {2a, a + 2, a/2 + 4}
-// (3 FADD + 1 FFMA), their minimum (2 FMNMX), c * 0 for the sign; e2m1x8_sw packs 8 of them
-// with IMAD / IMAD.HI.
+// on the GPU by GpuCodecs.E2m1SoftwareExhaustive). Nine instructions per element, no double, no
+// table, no branch:
+//   c     = min(y, 6)                        NaN -> +6 (min returns the non-NaN operand); keeps
+//                                            the sign of every non-NaN y, -0.0 included
+//   m     = min(|c|, 6)                      the magnitude, saturated
+//   p     = 2^floor(log2 max(m, 1))          1, 2 or 4 (the exponent bits of max(m, 1))
+//   magic = 2^22 * p + 2E ulps (E = log2 p)  2^22*p is the float whose ulp is the E2M1 step at m
+//                                            (0.5 in [0, 2), 1 in [2, 4), 2 in [4, 6])
+//   r     = m + magic                        ONE IEEE add rounds m to the E2M1 grid, ties to the
+//                                            even step = the even code (the 2E extra ulps are
+//                                            even, so they do not change which neighbour wins);
+//                                            r's low 3 bits are then idx + 2E = the E2M1 code
+//   word  = funnel-shift r's low nibble into the top of an accumulator, OR in c's sign bit;
+//           after 8 elements element i sits in bits [4i, 4i+4).
 // e2m1x8_hw: sm_100's cvt.rn.satfinite.e2m1x2.f32 (two elements per instruction). Only defined
 // in device code compiled for an arch that has it (KVQ_HAVE_HW_E2M1); the plugin's probe
 // compares it with the software path on the boundary values before any write uses it.
@@ -32,14 +39,29 @@ namespace kvq::cuda_nvfp4 {
 
 namespace detail {
 
-// min(a, 6), max(a, -6), min(a, b) with "a NaN gives the other operand": FMNMX on the device;
-// written as a comparison on the host, where fminf of a signaling NaN may return NaN. (min2's
-// operands are never NaN.)
+// min(a, 6) and max(a, 1) with "a NaN gives the constant": FMNMX on the device (which returns
+// the non-NaN operand); written as a comparison on the host, where fminf of a signaling NaN may
+// return NaN.
 KVQ_HD float min6(float a) {
 #if defined(__CUDA_ARCH__)
   return fminf(a, 6.0f);
 #else
   return a < 6.0f ? a : 6.0f;
+#endif
+}
+KVQ_HD float abs_min6(float a) {
+#if defined(__CUDA_ARCH__)
+  return fminf(fabsf(a), 6.0f);
+#else
+  const float m = kvq::detail::bits_to_float(kvq::detail::float_to_bits(a) & 0x7FFFFFFFu);
+  return m < 6.0f ? m : 6.0f;
+#endif
+}
+KVQ_HD float max1(float a) {
+#if defined(__CUDA_ARCH__)
+  return fmaxf(a, 1.0f);
+#else
+  return a > 1.0f ? a : 1.0f;
 #endif
 }
 KVQ_HD float add_rn(float a, float b) {
@@ -49,110 +71,46 @@ KVQ_HD float add_rn(float a, float b) {
   return a + b;
 #endif
 }
-
-// fma(a, s, k) rounded once. On the host a * s is exact for the operand used here (s = 0.25,
-// inexact only for a subnormal a, which k = 2^23 + 4 swamps either way), so the plain expression
-// rounds the same (host builds do not contract it: no FMA instructions at the baseline ISA).
-KVQ_HD float fma_rn(float a, float s, float k) {
+// (hi:lo) >> 4, low 32 bits.
+KVQ_HD uint32_t shift_in_nibble(uint32_t lo, uint32_t hi) {
 #if defined(__CUDA_ARCH__)
-  return __fmaf_rn(a, s, k);
+  return __funnelshift_r(lo, hi, 4);
 #else
-  return a * s + k;
-#endif
-}
-KVQ_HD float max_m6(float a) {
-#if defined(__CUDA_ARCH__)
-  return fmaxf(a, -6.0f);
-#else
-  return a > -6.0f ? a : -6.0f;
-#endif
-}
-KVQ_HD float min2(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return fminf(a, b);
-#else
-  return a < b ? a : b;
-#endif
-}
-KVQ_HD float abs_f(float a) {
-#if defined(__CUDA_ARCH__)
-  return fabsf(a);
-#else
-  return kvq::detail::bits_to_float(kvq::detail::float_to_bits(a) & 0x7FFFFFFFu);
-#endif
-}
-KVQ_HD float mul_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
-#else
-  return a * b;
-#endif
-}
-KVQ_HD uint32_t mulhi(uint32_t a, uint32_t b) {
-#if defined(__CUDA_ARCH__)
-  return __umulhi(a, b);
-#else
-  return static_cast<uint32_t>((static_cast<uint64_t>(a) * b) >> 32);
+  return (lo >> 4) | (hi << 28);
 #endif
 }
 
-// 2^23: floats in [2^23, 2^24) have ulp 1, so fma(a, s, 2^23 + o) rounds a * s to an integer
-// (ties to even) and adds the integer o; the bits of the result are 0x4B000000 + that integer.
-inline constexpr float kMagic = 8388608.0f;
-inline constexpr uint32_t kMagicBits = 0x4B000000u;
-
-// One element: *t = a float whose bits are kMagicBits + the 3-bit magnitude code, *z = +-0 with
-// the sign of the element (NaN counts as +6, as in kvq::e2m1_from_float).
-//   c = clamp(y, -6, 6)     two FMNMX; NaN -> +6 (min returns the non-NaN operand); keeps the
-//                           sign of every non-NaN y, -0.0 included
-//   a = |c|, the code is rint(g(a)) for the concave piecewise-linear g(a) = min(2a, a + 2,
-//   a/2 + 4): g maps the E2M1 grid 0, .5, 1, 1.5, 2, 3, 4, 6 onto 0..7 and each midpoint onto a
-//   half-integer, so rounding g(a) to the nearest integer, ties to even, is E2M1's RNE (an even
-//   code is an even mantissa). rint is monotone, so rint(min(...)) = min(rint(...)): three
-//   fma(a, s, 2^23 + o), each rounded once, then two FMNMX.
-KVQ_HD void e2m1_parts(float y, uint32_t* t, uint32_t* z) {
-  const float c = max_m6(min6(y));
-  // |c| only as FADD operands (abs is a free operand modifier there; fabsf on its own, or into
-  // an FFMA, costs a LOP3 on the ALU pipe). a2 = 2|c| is exact.
-  const float a = abs_f(c);
-  const float a2 = add_rn(a, a);
-  const float r1 = add_rn(a2, kMagic);
-  const float r2 = add_rn(a, kMagic + 2.0f);
-  const float r3 = fma_rn(a2, 0.25f, kMagic + 4.0f);
-  *t = kvq::detail::float_to_bits(min2(min2(r1, r2), r3));
-  *z = kvq::detail::float_to_bits(mul_rn(c, 0.0f));
+// One element, as the accumulator takes it: the code in the low 3 bits of *r (bit 3 clear),
+// the sign in bit 31 of *sign.
+KVQ_HD void e2m1_parts(float y, uint32_t* r, uint32_t* sign) {
+  const float c = min6(y);
+  const float m = abs_min6(c);
+  const uint32_t p = kvq::detail::float_to_bits(max1(m)) & 0x7F800000u;
+  // 2^(22+E) = p + (22 << 23); 2E = (p >> 22) - 254.
+  const uint32_t magic = p + (p >> 22) + ((22u << 23) - 254u);
+  *r = kvq::detail::float_to_bits(detail::add_rn(m, kvq::detail::bits_to_float(magic)));
+  *sign = kvq::detail::float_to_bits(c) & 0x80000000u;
 }
 
 }  // namespace detail
 
 // One element: the 4-bit code (sign in bit 3). Equal to kvq::e2m1_from_float for every float.
 KVQ_HD uint32_t e2m1_sw(float y) {
-  uint32_t t, z;
-  detail::e2m1_parts(y, &t, &z);
-  return (t - detail::kMagicBits) + detail::mulhi(z, 17u);
+  uint32_t r, sign;
+  detail::e2m1_parts(y, &r, &sign);
+  return (r & 0x7u) | (sign >> 28);
 }
 
-// Eight elements y[0..7] -> nibbles, element i in bits [4i, 4i+4). Integer multiply-adds only
-// (IMAD, IMAD.HI: the FMA pipe), no logic ops. z_i is 0 or 0x80000000, so
-// mulhi(z_i, 2^(4i+4) + 1) = sign_i << (4i+3) (the + 1 keeps it a multiply: a power of two
-// becomes a shift, an ALU op; it adds less than 1 to the 64-bit product). Element i adds
-// t_i * 16^i: the kMagicBits parts sum to a constant, removed by the start value, and mod 2^32
-// no nibble carries into the next. Element 7's sign is added as 8 into its nibble first.
+// Eight elements y[0..7] -> nibbles, element i in bits [4i, 4i+4).
 KVQ_HD uint32_t e2m1x8_sw(const float* y) {
-  constexpr uint32_t kBias = detail::kMagicBits * 0x11111111u;  // sum of kMagicBits * 16^i
-  uint32_t acc = 0u - kBias;
+  uint32_t acc = 0;
 #if defined(__CUDA_ARCH__)
 #pragma unroll
 #endif
   for (int i = 0; i < 8; ++i) {
-    uint32_t t, z;
-    detail::e2m1_parts(y[i], &t, &z);
-    if (i < 7) {
-      acc += t * (1u << (4 * i));
-      acc += detail::mulhi(z, (1u << (4 * i + 4)) + 1u);
-    } else {
-      acc += (t + detail::mulhi(z, 17u)) << 28;
-    }
+    uint32_t r, sign;
+    detail::e2m1_parts(y[i], &r, &sign);
+    acc = detail::shift_in_nibble(acc, r) | sign;
   }
   return acc;
 }

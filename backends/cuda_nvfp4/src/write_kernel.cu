@@ -2,9 +2,9 @@
 //
 // Per thread: 2 x 32 bytes of bf16 in (four independent 16-byte loads in flight, issued before
 // the slot is known), 2 x (8 data bytes + 1 scale byte) out. A warp reads 1 KiB of consecutive
-// input and writes whole 32-byte sectors of data rows. Per element on sm_90a: about 22 issued
-// instructions, 8 of them on the 64-lane ALU pipe, against budgets of about 24 and 12 at 85% of
-// the H200's copy bandwidth (docs/perf-notes.md has the counts per version).
+// input and writes whole 32-byte sectors of data rows. The kernel is memory-bound by design:
+// about 13 instructions per element (mostly the software E2M1), against a budget of about 24 at
+// the H200's copy bandwidth (backends/cuda_nvfp4/README.md has the arithmetic).
 #include <cuda_runtime.h>
 
 #include <string>
