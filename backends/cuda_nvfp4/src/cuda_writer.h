@@ -38,9 +38,6 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   Device device() const noexcept override { return Device::cuda(info_.ordinal); }
   Status take_out_of_range_slots(int64_t* count) noexcept override;
 
-  // The E2M1 path in use (for tests and logs).
-  bool uses_hw_e2m1() const { return info_.use_hw_e2m1; }
-
  private:
   CudaNvfp4Writer() = default;
 
