@@ -1,15 +1,10 @@
 #include "backend_select.h"
 
-#include "kvq/core/logging.h"
-
 namespace kvq::app {
 
 OpenedBackend open_backend(const Config& cfg, const std::optional<std::string>& name_override) {
   Registry registry;
-  registry.scan(Registry::search_path(cfg.plugin_paths, cfg.base_dir()));
-  for (const auto& f : registry.failures()) {
-    KVQ_LOG_DEBUG("plugin {} not loaded: {}", f.file.string(), f.reason);
-  }
+  registry.scan(Registry::search_path(cfg.plugin_paths, cfg.base_dir()));  // logs failures
   const std::string name = name_override.value_or(cfg.backend);
   Backend backend = registry.select(name);
   BackendOptions options;
