@@ -59,7 +59,8 @@ std::shared_ptr<T> make_object(const std::shared_ptr<const LoadedPlugin>& plugin
   if (!s) {
     throw Error(s.code(),
                 fmt::format("backend '{}' ({}): cannot create a {}: {}", plugin->info.name,
-                            plugin->info.file.string(), what, s.message()));
+                            plugin->info.file.string(), what, s.message()),
+                s.key());
   }
   if (!raw) {
     throw Error(ErrorCode::internal,

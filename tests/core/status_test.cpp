@@ -15,6 +15,23 @@ TEST(Status, CatchAsStatusKeepsCodeAndMessage) {
   EXPECT_EQ(other.message(), "boom");
 }
 
+TEST(Status, ConfigKeyCrossesAsStatusAndBack) {
+  // What a plugin's noexcept entry does with a layout error, and what the host rethrows.
+  Status s = catch_as_status([] {
+    throw Error(ErrorCode::invalid_argument, "head_size 80: expected a multiple of 64",
+                "cache.head_size");
+  });
+  EXPECT_EQ(s.key(), "cache.head_size");
+  try {
+    throw_if_error(s);
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.key(), "cache.head_size");
+    EXPECT_STREQ(e.what(), "head_size 80: expected a multiple of 64");
+  }
+  EXPECT_EQ(Status(ErrorCode::io, "x").key(), "");
+}
+
 TEST(Status, ThrowIfErrorRoundTrips) {
   EXPECT_NO_THROW(throw_if_error(Status::ok()));
   try {

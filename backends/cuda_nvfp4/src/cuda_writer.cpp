@@ -15,17 +15,6 @@ Status invalid(std::string message) {
   return {ErrorCode::invalid_argument, std::move(message)};
 }
 
-// Layout errors name the config key (Error::key) in the message too: it is lost across the
-// plugin boundary otherwise.
-std::unique_ptr<Nvfp4PageLayout> make_layout(const CacheSpec& spec) {
-  try {
-    return std::make_unique<Nvfp4PageLayout>(spec);
-  } catch (const Error& e) {
-    if (e.key().empty()) throw;
-    throw Error(e.code(), e.key() + ": " + e.what(), e.key());
-  }
-}
-
 // Whether `stream` is being captured (cudaStreamIsCapturing: the capture-safe question).
 Status stream_capturing(cudaStream_t stream, int ordinal, bool* capturing) {
   cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
@@ -77,7 +66,7 @@ void open_common(const BackendOptions& options, DeviceInfo* info,
   int ordinal = 0;
   throw_if_error(resolve_device(options, &ordinal));
   throw_if_error(open_device(ordinal, info));
-  *layout = make_layout(options.cache);
+  *layout = std::make_unique<Nvfp4PageLayout>(options.cache);
   throw_if_error(make_page_addressing((*layout)->descriptor(), addressing));
 }
 

@@ -27,17 +27,22 @@ KVQ_API const char* error_code_name(ErrorCode code) noexcept;
 class KVQ_API Status {
  public:
   Status() = default;
-  Status(ErrorCode code, std::string message) : code_(code), message_(std::move(message)) {}
+  Status(ErrorCode code, std::string message, std::string key = {})
+      : code_(code), message_(std::move(message)), key_(std::move(key)) {}
   static Status ok() { return {}; }
 
   bool is_ok() const noexcept { return code_ == ErrorCode::ok; }
   explicit operator bool() const noexcept { return is_ok(); }
   ErrorCode code() const noexcept { return code_; }
   const std::string& message() const noexcept { return message_; }
+  // The config key at fault, when there is one ("cache.head_size"): it crosses the plugin
+  // boundary with the status, so a backend's layout error points at the same FILE:LINE:COL.
+  const std::string& key() const noexcept { return key_; }
 
  private:
   ErrorCode code_ = ErrorCode::ok;
   std::string message_;
+  std::string key_;
 };
 
 // What host code throws. `key` optionally names the config key at fault ("cache.head_size"), so
@@ -46,10 +51,10 @@ class KVQ_API Error : public std::runtime_error {
  public:
   Error(ErrorCode code, const std::string& message, std::string key = {})
       : std::runtime_error(message), code_(code), key_(std::move(key)) {}
-  explicit Error(const Status& s) : Error(s.code(), s.message()) {}
+  explicit Error(const Status& s) : Error(s.code(), s.message(), s.key()) {}
   ErrorCode code() const noexcept { return code_; }
   const std::string& key() const noexcept { return key_; }
-  Status status() const { return {code_, what()}; }
+  Status status() const { return {code_, what(), key_}; }
 
  private:
   ErrorCode code_;
