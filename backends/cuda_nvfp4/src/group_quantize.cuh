@@ -16,6 +16,7 @@
 #include <cstdint>
 
 #include "e2m1_fast.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::cuda_nvfp4 {
 
@@ -48,7 +49,7 @@ __device__ __forceinline__ QuantizedGroup quantize_group16(const float (&x)[16],
   }
   // fmaxf(0, ...) last: an all-NaN group gives 0 exactly as the reference's running max from 0.
   const float amax = fmaxf(fmaxf(fmaxf(m0, m1), fmaxf(m2, m3)), 0.0f);
-  const float r6 = __uint_as_float(0x3E2AAAABu);
+  const float r6 = __uint_as_float(kNvfp4R6Bits);
   QuantizedGroup q;
   q.scale = e4m3_encode(__fmul_rn(global, __fmul_rn(amax, r6)));
   const float sf = e4m3_decode(q.scale);

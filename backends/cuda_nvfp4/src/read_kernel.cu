@@ -84,13 +84,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 }  // namespace
 
 LaunchShape read_launch_shape(uint32_t items, int num_sms) {
-  // Same rule as the write (launch_shape), on threads instead of items.
-  const uint64_t threads = uint64_t{items} * kReadThreadsPerItem;
-  LaunchShape s;
-  s.threads = kMaxThreads;
-  if (num_sms > 0 && threads < static_cast<uint64_t>(num_sms) * kMaxThreads) s.threads = 128;
-  s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
-  return s;
+  return launch_shape(uint64_t{items} * kReadThreadsPerItem, num_sms);
 }
 
 Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,

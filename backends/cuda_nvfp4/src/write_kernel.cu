@@ -109,11 +109,11 @@ void launch_typed(const WriteKernelDesc& d, const LaunchShape& shape, cudaStream
 
 }  // namespace
 
-LaunchShape launch_shape(uint32_t items, int num_sms) {
+LaunchShape launch_shape(uint64_t threads, int num_sms) {
   LaunchShape s;
   s.threads = kMaxThreads;
-  if (num_sms > 0 && items < static_cast<uint32_t>(num_sms) * kMaxThreads) s.threads = 128;
-  s.blocks = (items + s.threads - 1) / s.threads;
+  if (num_sms > 0 && threads < static_cast<uint64_t>(num_sms) * kMaxThreads) s.threads = 128;
+  s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
   return s;
 }
 

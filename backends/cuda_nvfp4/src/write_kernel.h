@@ -12,9 +12,9 @@ struct LaunchShape {
   unsigned threads = 0;
 };
 
-// One thread per work item (kernel_desc.h); 256 threads a block, 128 when that leaves SMs idle
-// (decode batches), so a small write spreads over more SMs.
-LaunchShape launch_shape(uint32_t items, int num_sms);
+// Blocks for `threads` threads (the write: one per work item, kernel_desc.h); 256 threads a
+// block, 128 when that leaves SMs idle (decode batches), so a small launch spreads over more SMs.
+LaunchShape launch_shape(uint64_t threads, int num_sms);
 
 // Queues the write on `stream` (nothing else: no sync, no allocation; `ordinal`, the current
 // device, only names it in messages). Returns the launch error, if any, as ErrorCode::runtime,

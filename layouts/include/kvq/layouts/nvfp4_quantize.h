@@ -37,9 +37,13 @@ KVQ_HD float nvfp4_amax(float amax, float x) {
   return ax > amax ? ax : amax;  // false for NaN
 }
 
-// Steps 2-3: sf_raw = global * (amax * R6), R6 = float32(1/6) = 0x3E2AAAAB; E4M3(sf_raw).
+// R6 of step 2: float32(1/6) rounded to nearest, as bits (kernels that spread a group over
+// threads use it too).
+inline constexpr uint32_t kNvfp4R6Bits = 0x3E2AAAABu;
+
+// Steps 2-3: sf_raw = global * (amax * R6); E4M3(sf_raw).
 KVQ_HD uint8_t nvfp4_scale_byte(float amax, float global_scale) {
-  const float r6 = detail::bits_to_float(0x3E2AAAABu);
+  const float r6 = detail::bits_to_float(kNvfp4R6Bits);
   return e4m3_from_float(detail::mul_rn(global_scale, detail::mul_rn(amax, r6)));
 }
 
