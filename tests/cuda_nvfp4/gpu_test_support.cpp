@@ -287,7 +287,7 @@ float representable(std::mt19937_64& rng, DType dtype, float magnitude) {
 
 }  // namespace
 
-WriteCase random_case(std::mt19937_64& rng, int index) {
+WriteCase random_case(std::mt19937_64& rng, int index, const CaseShape* shape) {
   WriteCase c;
   auto choose = [&](std::initializer_list<int64_t> v) {
     std::uniform_int_distribution<size_t> u(0, v.size() - 1);
@@ -307,6 +307,12 @@ WriteCase random_case(std::mt19937_64& rng, int index) {
   c.spec.block_size = choose({16, 32, 64, 128});
   std::uniform_int_distribution<int64_t> tok(1, c.spec.num_kv_heads >= 32 ? 96 : 300);
   c.tokens = tok(rng);
+  if (shape != nullptr) {
+    c.spec.num_kv_heads = shape->num_kv_heads;
+    c.spec.head_size = shape->head_size;
+    c.spec.block_size = shape->block_size;
+    c.tokens = shape->tokens;
+  }
   const int64_t slots_needed = c.tokens + c.tokens / 2 + 1;
   c.spec.num_blocks = (slots_needed + c.spec.block_size - 1) / c.spec.block_size + 1;
   c.spec.k_scale = 1.0f;

@@ -127,9 +127,14 @@ struct WriteCase {
 // Allocates input of the case's shape (zeros), with strides for contiguous or fused-QKV input.
 void shape_case(WriteCase& c);
 
-// Random case: geometry from the lists in the issue, inputs gaussian with per-group magnitudes
-// spanning 1e-3..1e3, distinct random slots with ~10% padding (-1).
-WriteCase random_case(std::mt19937_64& rng, int index);
+// A fixed geometry for random_case (instead of a random one).
+struct CaseShape {
+  int64_t num_kv_heads, head_size, block_size, tokens;
+};
+
+// Random case: geometry from the lists in the issue (or `shape`), inputs gaussian with per-group
+// magnitudes spanning 1e-3..1e3, distinct random slots with ~10% padding (-1).
+WriteCase random_case(std::mt19937_64& rng, int index, const CaseShape* shape = nullptr);
 
 // The definition: cache bytes after writing `c` into `cache` (host), skipping slots < 0 and
 // >= num_slots.

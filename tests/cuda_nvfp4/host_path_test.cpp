@@ -188,7 +188,9 @@ TEST(HostCost, PlanWriteAndStreamBookReport) {
     const double ns = ns_per_call(
         [&] {
           failures +=
-              plan_write(a, layout.descriptor(), addressing, dev, &desc, &input).is_ok() ? 0 : 1;
+              plan_write(a, layout.descriptor(), addressing, dev, 540672, &desc, &input).is_ok()
+                  ? 0
+                  : 1;
         },
         200000);
     EXPECT_EQ(failures, 0);

@@ -37,7 +37,8 @@ class WritePlanTest : public ::testing::Test {
                             {10, static_cast<int64_t>(layout_->page_bytes())}, kDev);
   }
   Status plan() {
-    return plan_write(args_, layout_->descriptor(), addressing_, kDev, &desc_, &input_);
+    return plan_write(args_, layout_->descriptor(), addressing_, kDev, pair_min_items_, &desc_,
+                      &input_);
   }
 
   CacheSpec spec_;
@@ -45,6 +46,7 @@ class WritePlanTest : public ::testing::Test {
   PageAddressing addressing_{};
   WriteArgs args_;
   WriteKernelDesc desc_{};
+  uint64_t pair_min_items_ = 540672;  // the H200's: 2 x 2 x 132 SMs x 4 blocks x 256
   InputType input_{};
 };
 
@@ -60,6 +62,7 @@ TEST_F(WritePlanTest, ValidWriteFillsTheDescriptor) {
   EXPECT_EQ(desc_.slots_are_i64, 1);
   EXPECT_EQ(desc_.page.items, 5u * 8 * 8);
   EXPECT_EQ(desc_.page.num_slots, 160);
+  EXPECT_EQ(desc_.groups_per_thread, 1);  // 320 items: under pair_min_items_
   EXPECT_EQ(desc_.page.data_access_bytes, 8);
   EXPECT_EQ(desc_.global_scale[0], 2.0f);
   EXPECT_EQ(desc_.inv_global_scale[0], 0.5f);
@@ -75,7 +78,9 @@ TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   WriteKernelDesc fresh{};
   std::memset(static_cast<void*>(&desc_), 0xAB, sizeof desc_);
   ASSERT_TRUE(plan().is_ok());
-  ASSERT_TRUE(plan_write(args_, layout_->descriptor(), addressing_, kDev, &fresh, &input_).is_ok());
+  ASSERT_TRUE(
+      plan_write(args_, layout_->descriptor(), addressing_, kDev, pair_min_items_, &fresh, &input_)
+          .is_ok());
   EXPECT_EQ(std::memcmp(&desc_, &fresh, sizeof fresh), 0);
   EXPECT_EQ(desc_.global_scale[0], 0.0f);
   EXPECT_EQ(desc_.out_of_range, nullptr);
@@ -184,6 +189,27 @@ TEST_F(WritePlanTest, Refusals) {
   }
 }
 
+TEST_F(WritePlanTest, LargeWritesOfEvenGroupCountsRunTwoGroupsAThread) {
+  pair_min_items_ = 320;  // this write's items: 5 tokens x 8 heads x 8 groups
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 2);
+  EXPECT_EQ(desc_.page.data_access_bytes, 16);  // one 16-byte store per side
+  pair_min_items_ = 321;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 1);
+  EXPECT_EQ(desc_.page.data_access_bytes, 8);
+  pair_min_items_ = 0;
+  args_.cache.data = static_cast<char*>(args_.cache.data) + 8;  // pairs only 8-byte aligned
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 2);
+  EXPECT_EQ(desc_.page.data_access_bytes, 8);
+  args_.cache.data = static_cast<char*>(args_.cache.data) - 8;
+  args_.key = make_view(args_.key.data, DType::f32, {5, 8, 128}, kDev);  // f32: always one
+  args_.value = make_view(args_.value.data, DType::f32, {5, 8, 128}, kDev);
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 1);
+}
+
 TEST_F(WritePlanTest, ZeroTokensIsAValidEmptyWrite) {
   args_.key = make_view(addr(0x10000), DType::f32, {0, 8, 128}, kDev);
   args_.value = make_view(addr(0x20000), DType::f32, {0, 8, 128}, kDev);
@@ -191,6 +217,7 @@ TEST_F(WritePlanTest, ZeroTokensIsAValidEmptyWrite) {
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.page.items, 0u);
   EXPECT_EQ(input_, InputType::f32);
+  EXPECT_EQ(desc_.groups_per_thread, 1);  // f32 input: one group a thread
   EXPECT_EQ(desc_.slots_are_i64, 0);
 }
 

@@ -99,7 +99,8 @@ Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** ou
       throw Error(cuda_status(err, "cudaMalloc (out-of-range slot counter)", w->info_.ordinal));
     }
     w->counter_ = static_cast<unsigned long long*>(counter);
-    if (auto err = static_cast<cudaError_t>(preload_write_kernels(w->info_.use_hw_e2m1));
+    if (auto err = static_cast<cudaError_t>(
+            preload_write_kernels(w->info_.use_hw_e2m1, w->info_.num_sms, &w->pair_min_items_));
         err != cudaSuccess) {
       throw Error(
           cuda_status(err, "cudaFuncGetAttributes (loading the write kernels)", w->info_.ordinal));
@@ -129,7 +130,8 @@ Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
   try {
     WriteKernelDesc desc;
     InputType input;
-    if (Status st = plan_write(args, layout_->descriptor(), addressing_, device(), &desc, &input);
+    if (Status st = plan_write(args, layout_->descriptor(), addressing_, device(), pair_min_items_,
+                               &desc, &input);
         !st) {
       return st;
     }
@@ -146,8 +148,8 @@ Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
     if (Status st = check_stream(streams_, stream, capturing ? 1 : 0, ordinal, &entry); !st) {
       return st;
     }
-    if (Status st = launch_write(desc, input, launch_shape(desc.page.items, info_.num_sms), stream,
-                                 ordinal);
+    if (Status st =
+            launch_write(desc, input, write_launch_shape(desc, info_.num_sms), stream, ordinal);
         !st) {
       return st;
     }

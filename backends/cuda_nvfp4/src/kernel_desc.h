@@ -3,8 +3,9 @@
 // (write_plan.cpp), trusted by the device. No CUDA header: host-only code builds and unit-tests it.
 //
 // Work item = one (token, head, group) of both sides: 16 K elements + 16 V elements in, 2 x (8
-// data bytes + 1 scale byte) out. Items are numbered i = (token * H + head) * S + group, so the 32
-// lanes of a warp read consecutive 32-byte pieces of the input rows.
+// data bytes + 1 scale byte) out (the writer's threads take G consecutive items of a row). Items
+// are numbered i = (token * H + head) * S + group, so the 32 lanes of a warp read consecutive
+// 32-byte pieces of the input rows.
 #include <cstdint>
 
 #include "fast_divmod.h"
@@ -51,15 +52,17 @@ struct SideAddressing {
 // Page geometry shared by writer and reader: slot -> (page, token-in-page) and item numbering.
 struct PageAddressing {
   uint64_t page_bytes;
-  int64_t num_slots;          // num_blocks * block_size: slots >= this are out of range
-  int64_t block_size;         // for the 64-bit path
-  FastDivmod block_div;       // block_size, used when slots_fit_u31
-  int32_t slots_fit_u31;      // num_slots <= 2^31: 32-bit slot division
-  int32_t data_access_bytes;  // 8, 4, 2 or 1: widest access every data row start is aligned to
-  FastDivmod groups_div;      // S = head_size / 16
-  FastDivmod heads_div;       // H
-  uint32_t items;             // num_tokens * H * S (< 2^31)
-  SideAddressing side[2];     // 0 = K, 1 = V
+  int64_t num_slots;      // num_blocks * block_size: slots >= this are out of range
+  int64_t block_size;     // for the 64-bit path
+  FastDivmod block_div;   // block_size, used when slots_fit_u31
+  int32_t slots_fit_u31;  // num_slots <= 2^31: 32-bit slot division
+  // Widest access (16, 8, 4, 2 or 1 bytes) every data run a thread stores or loads starts aligned
+  // to: 8 * groups a thread at most (16 only for the writer's two-group units).
+  int32_t data_access_bytes;
+  FastDivmod groups_div;   // S = head_size / 16
+  FastDivmod heads_div;    // H
+  uint32_t items;          // num_tokens * H * S (< 2^31)
+  SideAddressing side[2];  // 0 = K, 1 = V
 };
 
 enum class InputType : int32_t { bf16 = 0, f16 = 1, f32 = 2 };
@@ -80,6 +83,10 @@ struct WriteKernelDesc {
   float global_scale[2];
   float inv_global_scale[2];
   unsigned long long* out_of_range;  // slots >= num_slots skipped (one count per token)
+  // G: a thread step covers groups [G*u, G*u + G) of one (token, head) row. 2 when S is even and
+  // the input 16-bit, else 1 (write_kernel.cu).
+  int32_t groups_per_thread;
+  int32_t pad_;  // set to 0: a descriptor is compared and hashed as bytes
 };
 
 struct ReadKernelDesc {

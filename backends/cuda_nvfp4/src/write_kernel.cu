@@ -1,10 +1,11 @@
-// The NVFP4 write kernel: one thread per (token, head, group), K and V together.
-//
-// Per thread: 2 x 32 bytes of bf16 in (four independent 16-byte loads in flight, issued before
-// the slot is known), 2 x (8 data bytes + 1 scale byte) out. A warp reads 1 KiB of consecutive
-// input and writes whole 32-byte sectors of data rows. The kernel is memory-bound by design:
-// about 13 instructions per element (mostly the software E2M1), against a budget of about 24 at
-// the H200's copy bandwidth (backends/cuda_nvfp4/README.md has the arithmetic).
+// The NVFP4 write kernel. One thread per "unit": G consecutive 16-element groups of one
+// (token, head) row, K and V together (2G 16-byte loads a side in flight, issued first). G = 2
+// for large writes with an even head_size / 16 and 16-bit input: the per-thread work (item
+// split, slot load and split, page pointer, scale addresses) is shared by 64 elements instead of
+// 32, 11% fewer instructions per element. Small and mid-size writes keep G = 1: twice the
+// threads spread the same bytes over more SMs and warps (plan_write picks; docs/perf-notes.md,
+// v6). A warp reads 32 x 32G consecutive bytes of each side and writes whole 32-byte sectors of
+// data rows; every byte is read once and written once.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -19,6 +20,11 @@ namespace kvq::cuda_nvfp4 {
 namespace {
 
 constexpr int kMaxThreads = 256;
+// Blocks of 256 an SM must hold (__launch_bounds__), i.e. the register budget: 48 registers for
+// one 16-bit group a thread (5 blocks, as many warps as the SM's registers allow), 64 for two
+// groups or f32 (4 blocks); no spills (ptxas -warn-spills is an error in this build).
+template <InputType In, int G>
+constexpr int kMinBlocks = G == 2 || In == InputType::f32 ? 4 : 5;
 
 // The 8 data bytes of a group, with the widest access its address allows (8 in every realistic
 // layout; odd geometries such as block_size 1 with head_size 80 leave V rows 2-byte aligned).
@@ -45,24 +51,111 @@ __device__ __forceinline__ void store_data(uint8_t* p, uint32_t w0, uint32_t w1,
   }
 }
 
-template <InputType In, bool kUseHwE2m1>
-__global__ void __launch_bounds__(kMaxThreads)
-    nvfp4_write_kernel(const __grid_constant__ WriteKernelDesc d) {
-  const uint32_t item = blockIdx.x * blockDim.x + threadIdx.x;
-  if (item >= d.page.items) return;
-  const ItemIndex ix = split_item(d.page, item);
+// One unit's inputs, loaded ahead of use.
+template <InputType In, int G>
+struct Unit {
+  ItemIndex ix;  // ix.group: the first of the G groups (a multiple of G)
+  int64_t slot;
+  RawGroup<In> raw[2][G];  // [side][group]
+};
 
-  // Everything independent first: the slot, both input groups, device-side scales.
-  const int64_t slot = load_slot(d.slots, d.slots_are_i64, ix.token);
-  RawGroup<In> raw[2];
+template <InputType In, int G>
+__device__ __forceinline__ Unit<In, G> load_unit(const WriteKernelDesc& d, uint32_t unit) {
+  Unit<In, G> u;
+  u.ix = split_item(d.page, unit * G);
+  u.slot = load_slot(d.slots, d.slots_are_i64, u.ix.token);
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
-    const int64_t element = static_cast<int64_t>(ix.token) * d.token_stride[s] +
-                            static_cast<int64_t>(ix.head) * d.head_stride[s] +
-                            static_cast<int64_t>(ix.group) * 16;
-    raw[s] = load_group<In>(static_cast<const char*>(d.src[s]) +
-                            element * InputTraits<In>::kElementBytes);
+    const int64_t element = static_cast<int64_t>(u.ix.token) * d.token_stride[s] +
+                            static_cast<int64_t>(u.ix.head) * d.head_stride[s] +
+                            static_cast<int64_t>(u.ix.group) * 16;
+    const char* p = static_cast<const char*>(d.src[s]) + element * InputTraits<In>::kElementBytes;
+#pragma unroll
+    for (int k = 0; k < G; ++k) {
+      u.raw[s][k] = load_group<In>(p + k * 16 * InputTraits<In>::kElementBytes);
+    }
   }
+  return u;
+}
+
+// Quantizes one unit and stores its bytes (nothing for padding; out-of-range slots counted).
+template <InputType In, bool kUseHwE2m1, int G>
+__device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<In, G>& u,
+                                           const float (&global)[2], const float (&inv_global)[2]) {
+  // Both sides quantized before the slot is looked at: the slot load's latency hides behind the
+  // E2M1 work.
+  QuantizedGroup q[2][G];
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+#pragma unroll
+    for (int k = 0; k < G; ++k) {
+      float x[16];
+      widen_group<In>(u.raw[s][k], x);
+      q[s][k] = quantize_group16<kUseHwE2m1>(x, global[s], inv_global[s]);
+    }
+  }
+  if (u.slot < 0) return;  // padding
+  if (u.slot >= d.page.num_slots) {
+    // Never written; counted once per token (by its first unit) for take_out_of_range_slots.
+    if (u.ix.head == 0 && u.ix.group == 0) atomicAdd(d.out_of_range, 1ull);
+    return;
+  }
+  uint64_t page_index;
+  uint32_t t;
+  split_slot(d.page, u.slot, page_index, t);
+  uint8_t* page = d.cache + page_index * d.page.page_bytes;
+
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    const SideAddressing& a = d.page.side[s];
+    uint8_t* data = page + a.data_offset(t, u.ix.head, u.ix.group);
+    if (G == 2 && d.page.data_access_bytes >= 16) {
+      __stcs(reinterpret_cast<uint4*>(data), make_uint4(q[s][0].data[0], q[s][0].data[1],
+                                                        q[s][G - 1].data[0], q[s][G - 1].data[1]));
+    } else {
+#pragma unroll
+      for (int k = 0; k < G; ++k) {
+        store_data(data + 8 * k, q[s][k].data[0], q[s][k].data[1], d.page.data_access_bytes);
+      }
+    }
+    uint32_t gq, gr;
+    a.group_div.divmod(u.ix.group, gq, gr);
+    const uint32_t off = a.scale_offset(t, u.ix.head, gq * a.scale_gq + gr * a.scale_gr);
+    if constexpr (G == 1) {
+      page[off] = static_cast<uint8_t>(q[s][0].scale);
+    } else {
+      // Scale of g + 1 = scale of g + step: scale_gr inside a quotient block, else the jump to
+      // the next block. Linear arrangements: step 1, so the pair is one 2-byte store.
+      const uint32_t step =
+          gr + 1 < a.group_div.divisor ? a.scale_gr : a.scale_gq - gr * a.scale_gr;
+      if (step == 1 && (reinterpret_cast<uintptr_t>(page + off) & 1u) == 0) {
+        *reinterpret_cast<uint16_t*>(page + off) =
+            static_cast<uint16_t>((q[s][0].scale & 0xFFu) | (q[s][G - 1].scale << 8));
+      } else {
+        page[off] = static_cast<uint8_t>(q[s][0].scale);
+        page[off + step] = static_cast<uint8_t>(q[s][G - 1].scale);
+      }
+    }
+  }
+}
+
+template <InputType In, bool kUseHwE2m1, int G>
+__global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
+    nvfp4_write_kernel(const __grid_constant__ WriteKernelDesc d) {
+  const uint32_t unit = blockIdx.x * blockDim.x + threadIdx.x;
+  if (unit >= d.page.items / G) return;  // the host chose G so that it divides items
+
+  // Programmatic dependent launch (launch_write): this grid may start while the previous kernel
+  // on the stream is still running; nothing it wrote (inputs, slots, scales, cache) is touched
+  // before the wait, which returns when that kernel has finished and its writes are visible.
+  // The next kernel may be scheduled at once: its blocks take SMs as ours retire, and it waits
+  // for this grid in turn.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
+  asm volatile("griddepcontrol.launch_dependents;");
+
+  // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
+  // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
+  const Unit<In, G> u = load_unit<In, G>(d, unit);
   float global[2], inv_global[2];
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
@@ -74,37 +167,32 @@ __global__ void __launch_bounds__(kMaxThreads)
       inv_global[s] = d.inv_global_scale[s];
     }
   }
-
-  if (slot < 0) return;  // padding
-  if (slot >= d.page.num_slots) {
-    // Never written; counted once per token (by its first item) for take_out_of_range_slots.
-    if (ix.head == 0 && ix.group == 0) atomicAdd(d.out_of_range, 1ull);
-    return;
-  }
-  uint64_t page_index;
-  uint32_t t;
-  split_slot(d.page, slot, page_index, t);
-  uint8_t* page = d.cache + page_index * d.page.page_bytes;
-
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    float x[16];
-    widen_group<In>(raw[s], x);
-    const QuantizedGroup q = quantize_group16<kUseHwE2m1>(x, global[s], inv_global[s]);
-    const SideAddressing& a = d.page.side[s];
-    store_data(page + a.data_offset(t, ix.head, ix.group), q.data[0], q.data[1],
-               d.page.data_access_bytes);
-    page[a.scale_offset(t, ix.head, a.scale_group_term(ix.group))] = static_cast<uint8_t>(q.scale);
-  }
+  write_unit<In, kUseHwE2m1, G>(d, u, global, inv_global);
 }
 
-template <InputType In>
-void launch_typed(const WriteKernelDesc& d, const LaunchShape& shape, cudaStream_t stream) {
-  if (d.use_hw_e2m1) {
-    nvfp4_write_kernel<In, true><<<shape.blocks, shape.threads, 0, stream>>>(d);
-  } else {
-    nvfp4_write_kernel<In, false><<<shape.blocks, shape.threads, 0, stream>>>(d);
+// The kernel for (input, hardware E2M1, groups per thread). f32 input runs one group a thread:
+// two would hold 16 16-byte loads in flight per thread, past a 64-register budget.
+template <InputType In, bool kUseHwE2m1>
+const void* kernel_for(int groups_per_thread) {
+  if constexpr (In != InputType::f32) {
+    if (groups_per_thread == 2) {
+      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2>);
+    }
   }
+  return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1>);
+}
+
+const void* write_kernel(InputType input, bool use_hw_e2m1, int groups_per_thread) {
+  switch (input) {
+    case InputType::bf16:
+      return use_hw_e2m1 ? kernel_for<InputType::bf16, true>(groups_per_thread)
+                         : kernel_for<InputType::bf16, false>(groups_per_thread);
+    case InputType::f16:
+      return use_hw_e2m1 ? kernel_for<InputType::f16, true>(groups_per_thread)
+                         : kernel_for<InputType::f16, false>(groups_per_thread);
+    case InputType::f32: break;
+  }
+  return use_hw_e2m1 ? kernel_for<InputType::f32, true>(1) : kernel_for<InputType::f32, false>(1);
 }
 
 }  // namespace
@@ -117,18 +205,31 @@ LaunchShape launch_shape(uint64_t threads, int num_sms) {
   return s;
 }
 
+LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
+  return launch_shape(desc.page.items / static_cast<uint32_t>(desc.groups_per_thread), num_sms);
+}
+
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
                     CUstream_st* stream, int ordinal) noexcept {
   if (shape.blocks == 0) return Status::ok();
   const PendingError pending = take_pending_error();
   cudaError_t err = pending.error;
   if (!pending.sticky) {
-    switch (input) {
-      case InputType::bf16: launch_typed<InputType::bf16>(desc, shape, stream); break;
-      case InputType::f16: launch_typed<InputType::f16>(desc, shape, stream); break;
-      case InputType::f32: launch_typed<InputType::f32>(desc, shape, stream); break;
-    }
-    err = cudaGetLastError();
+    // The kernel takes the descriptor by value (__grid_constant__): one argument.
+    void* args[] = {const_cast<WriteKernelDesc*>(&desc)};
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(shape.blocks);
+    config.blockDim = dim3(shape.threads);
+    config.stream = stream;
+    // Launch early, overlapping the previous kernel's tail; the kernel waits for it
+    // (griddepcontrol.wait) before touching memory. Held in CUDA graphs as a programmatic edge.
+    cudaLaunchAttribute pdl{};
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &pdl;
+    config.numAttrs = 1;
+    err = cudaLaunchKernelExC(
+        &config, write_kernel(input, desc.use_hw_e2m1 != 0, desc.groups_per_thread), args);
   }
   if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
   try {
@@ -141,25 +242,37 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
 
 bool write_kernel_loadable(std::string* detail) noexcept {
   cudaFuncAttributes attr{};
-  const cudaError_t err = cudaFuncGetAttributes(&attr, nvfp4_write_kernel<InputType::bf16, false>);
+  const cudaError_t err =
+      cudaFuncGetAttributes(&attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, 1));
   if (err == cudaSuccess) return true;
   (void)cudaGetLastError();
   if (detail) *detail = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
   return false;
 }
 
-int preload_write_kernels(bool use_hw_e2m1) noexcept {
-  const void* kernels[3] = {
-      use_hw_e2m1 ? reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::bf16, true>)
-                  : reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::bf16, false>),
-      use_hw_e2m1 ? reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f16, true>)
-                  : reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f16, false>),
-      use_hw_e2m1 ? reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f32, true>)
-                  : reinterpret_cast<const void*>(nvfp4_write_kernel<InputType::f32, false>)};
-  for (const void* k : kernels) {
-    cudaFuncAttributes attr{};
-    if (cudaError_t err = cudaFuncGetAttributes(&attr, k); err != cudaSuccess) return err;
+int preload_write_kernels(bool use_hw_e2m1, int num_sms, uint64_t* pair_min_items) noexcept {
+  for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
+    for (int g = 1; g <= 2; ++g) {
+      cudaFuncAttributes attr{};
+      if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, g));
+          err != cudaSuccess) {
+        return err;
+      }
+    }
   }
+  // Two groups a thread pay off once a write fills the GPU with them at least twice over:
+  // measured on the H200, G = 1 is faster up to 2^18 items (8 heads x 128 at T = 4096), G = 2
+  // from 2^20 (T = 16384) on; the resident threads of the two-group kernel are 132 x 4 x 256
+  // there, so the bar below sits at about 2^19 items (540,672).
+  int blocks_per_sm = 0;
+  if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, 2), kMaxThreads, 0);
+      err != cudaSuccess) {
+    return err;
+  }
+  const uint64_t resident = static_cast<uint64_t>(blocks_per_sm) * kMaxThreads *
+                            static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
+  *pair_min_items = 2 * 2 * resident;  // items = 2 x threads; two waves of threads
   return cudaSuccess;
 }
 

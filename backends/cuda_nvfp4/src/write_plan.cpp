@@ -146,11 +146,13 @@ Status check_host_scale(float v, const char* name) {
   return Status::ok();
 }
 
-// The widest access (8, 4, 2, 1 bytes) that every data row start in the cache is aligned to.
-int32_t data_access_bytes(const void* cache, const Nvfp4LayoutDesc& layout) {
+// The widest access (at most `widest`: 16, 8, 4, 2, 1 bytes) that every run of `widest` data
+// bytes a thread handles starts aligned to. Runs start at data_base + (multiples of the row's
+// head_size / 2 bytes) + 8 * g with g a multiple of widest / 8.
+int32_t data_access_bytes(const void* cache, const Nvfp4LayoutDesc& layout, uint32_t widest) {
   const uint64_t bits = reinterpret_cast<uintptr_t>(cache) | layout.page_bytes |
                         layout.side[0].data_base | layout.side[1].data_base |
-                        static_cast<uint64_t>(layout.head_size / 2) | 8u;
+                        static_cast<uint64_t>(layout.head_size / 2) | widest;
   return static_cast<int32_t>(bits & (~bits + 1));  // lowest set bit
 }
 
@@ -241,8 +243,8 @@ Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out) 
 }
 
 Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
-                  const PageAddressing& addressing, Device device, WriteKernelDesc* desc,
-                  InputType* input) {
+                  const PageAddressing& addressing, Device device, uint64_t pair_min_items,
+                  WriteKernelDesc* desc, InputType* input) {
   const TensorView* kv[2] = {&args.key, &args.value};
   const char* names[2] = {"key", "value"};
   const int64_t tokens = args.key.ndim == 3 ? args.key.shape[0] : -1;
@@ -303,7 +305,12 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.cache = static_cast<uint8_t*>(args.cache.data);
   d.page = addressing;
   d.page.items = items;
-  d.page.data_access_bytes = data_access_bytes(args.cache.data, layout);
+  // Two groups a thread share the per-thread work (write_kernel.cu); f32 and small writes keep one.
+  d.groups_per_thread =
+      layout.groups % 2 == 0 && args.key.dtype != DType::f32 && items >= pair_min_items ? 2 : 1;
+  d.pad_ = 0;
+  d.page.data_access_bytes =
+      data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
   d.out_of_range = nullptr;
   switch (args.key.dtype) {
     case DType::bf16: *input = InputType::bf16; break;
@@ -356,7 +363,7 @@ Status plan_read(const ReadArgs& args, const Nvfp4LayoutDesc& layout,
   d.scale[1] = args.v_scale;
   d.page = addressing;
   d.page.items = items;
-  d.page.data_access_bytes = data_access_bytes(args.cache.data, layout);
+  d.page.data_access_bytes = data_access_bytes(args.cache.data, layout, 8);
   return Status::ok();
 }
 
