@@ -101,13 +101,19 @@ if main:
     for t, need in ((65536, 85), (16384, 85), (4096, 70)):
         if t in by_t:
             p = pct(by_t[t])
-            print(f"  {verdict(p >= need)} main shape T={t}: {p:.1f}% of copy (>= {need}%)")
+            w = by_t[t]["write"]
+            g = f", graph {w['graph']['percent_of_copy']:.1f}%" if w.get("graph") else ""
+            same = w.get("same_size_copy")
+            cp = f"; a copy of the same bytes: {same['percent_of_copy']:.1f}%" if same else ""
+            print(f"  {verdict(p >= need)} main shape T={t}: {p:.1f}% of copy{g} (>= {need}%){cp}")
     big = [c for c in cases(main) if c["tokens"] >= 16384]
     if big:
         worst = min(big, key=pct)
+        same = worst["write"].get("same_size_copy")
+        cp = f"; a copy of the same bytes: {same['percent_of_copy']:.1f}%" if same else ""
         print(f"  {verdict(pct(worst) >= 75)} every shape T>=16384: worst {pct(worst):.1f}% "
               f"(H={worst['shape']['num_kv_heads']} D={worst['shape']['head_size']} "
-              f"bs={worst['block_size']} T={worst['tokens']}) (>= 75%)")
+              f"bs={worst['block_size']} T={worst['tokens']}) (>= 75%){cp}")
         worst_r = min(big, key=lambda c: pct(c, "read"))
         print(f"  {verdict(pct(worst_r, 'read') >= 70)} reader T>=16384: worst "
               f"{pct(worst_r, 'read'):.1f}% (H={worst_r['shape']['num_kv_heads']} "

@@ -12,8 +12,10 @@ metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapse
 dram__bytes_read.sum,dram__bytes_write.sum,sm__issue_active.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,\
-sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct
-for kernel in nvfp4_write_kernel nvfp4_read_kernel; do
+sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,\
+sm__inst_executed.sum,launch__registers_per_thread,launch__grid_size
+# KVQ_NCU_KERNELS: which kernels (default both).
+for kernel in ${KVQ_NCU_KERNELS:-nvfp4_write_kernel nvfp4_read_kernel}; do
   timeout 120 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-skip 3 \
     --launch-count 1 --metrics "$metrics" \
     build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 --shapes 8x128 \

@@ -29,6 +29,11 @@ json measurement_json(const std::optional<Measurement>& m, double copy_bps) {
   j["bytes"] = {
       {"read", m->bytes.read}, {"written", m->bytes.written}, {"total", m->bytes.total()}};
   j["sets"] = m->sets;
+  const double gbps = gigabytes_per_second(m->bytes.total(), m->direct.median_ms);
+  j["same_size_copy"] = {
+      {"gbps", m->same_size_copy_bps * 1e-9},
+      {"percent_of_copy", percent_of_copy(m->same_size_copy_bps * 1e-9, copy_bps)},
+      {"measured_percent_of_it", percent_of_copy(gbps, m->same_size_copy_bps)}};
   j["graph"] = m->graph ? timing_json(*m->graph, m->bytes, copy_bps) : json(nullptr);
   if (!m->graph) j["graph_note"] = m->graph_note;
   return j;

@@ -176,6 +176,8 @@ Measurement CaseRunner::time_launches(LaunchFn launch, void* context, bool graph
   throw_if_error(
       rt.time(launch, context, TimingOptions{settings_.warmup, iterations, false}, &samples));
   m.direct = summarize(std::move(samples));
+  throw_if_error(
+      rt.copy_bandwidth(std::max<uint64_t>(1, bytes.total() / 2), &m.same_size_copy_bps));
 
   if (!graph_allowed) {
     m.graph_note = "T > " + std::to_string(settings_.graph_max_tokens);

@@ -45,6 +45,9 @@ struct Measurement {
   TimingSummary direct;
   std::optional<TimingSummary> graph;
   std::string graph_note;  // why there is no graph timing
+  // A device-to-device copy moving the same bytes (bytes.total() / 2 copied), timed the same
+  // way in the same run: what any kernel of this size reaches, ramp and drain included.
+  double same_size_copy_bps = 0;
 };
 
 struct CaseResult {

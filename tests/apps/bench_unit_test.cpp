@@ -225,10 +225,12 @@ class FakeRuntime final : public DeviceRuntime {
     }
     return Status::ok();
   }
-  Status copy_bandwidth(std::size_t, double* bps) noexcept override {
+  Status copy_bandwidth(std::size_t bytes, double* bps) noexcept override {
     *bps = 1e12;
+    copied.push_back(bytes);
     return Status::ok();
   }
+  std::vector<std::size_t> copied;  // sizes asked of copy_bandwidth
   int live = 0;
   int fills = 0;
   std::vector<TimingOptions> options;
@@ -462,6 +464,13 @@ TEST(BenchReport, JsonKeepsEveryNumber) {
   EXPECT_DOUBLE_EQ(w["gbps"].get<double>(), gbps);
   EXPECT_DOUBLE_EQ(w["percent_of_copy"].get<double>(), gbps / 4000.0 * 100);
   EXPECT_DOUBLE_EQ(w["graph"]["ms"]["median"].get<double>(), 1.0);
+  // The same bytes copied (the fake runtime says 1e12 B/s for any size).
+  EXPECT_DOUBLE_EQ(w["same_size_copy"]["gbps"].get<double>(), 1000.0);
+  EXPECT_DOUBLE_EQ(w["same_size_copy"]["percent_of_copy"].get<double>(), 25.0);
+  EXPECT_DOUBLE_EQ(w["same_size_copy"]["measured_percent_of_it"].get<double>(),
+                   gbps / 1000.0 * 100);
+  ASSERT_FALSE(f.runtime.copied.empty());
+  EXPECT_EQ(f.runtime.copied.front(), w["bytes"]["total"].get<uint64_t>() / 2);  // a copy moves 2x
   EXPECT_TRUE(c["read"].is_object());
   EXPECT_FALSE(j["cases"][1]["error"].is_null());
   EXPECT_TRUE(j["cases"][1]["write"].is_null());
