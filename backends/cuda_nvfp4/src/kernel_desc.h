@@ -86,7 +86,7 @@ struct WriteKernelDesc {
   // G: a thread step covers groups [G*u, G*u + G) of one (token, head) row. 2 when S is even and
   // the input 16-bit, else 1 (write_kernel.cu).
   int32_t groups_per_thread;
-  int32_t pad_;  // set to 0: a descriptor is compared and hashed as bytes
+  int32_t pad_;  // set to 0: every byte of a descriptor is defined (tests compare them as bytes)
 };
 
 struct ReadKernelDesc {

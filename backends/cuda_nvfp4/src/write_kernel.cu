@@ -51,7 +51,7 @@ __device__ __forceinline__ void store_data(uint8_t* p, uint32_t w0, uint32_t w1,
   }
 }
 
-// One unit's inputs, loaded ahead of use.
+// One unit's inputs: the slot and 2G 16-byte vectors a side, loaded before any is used.
 template <InputType In, int G>
 struct Unit {
   ItemIndex ix;  // ix.group: the first of the G groups (a multiple of G)
