@@ -46,14 +46,15 @@ TEST(GpuWriterParity, RandomCasesMatchReferenceByteForByte) {
 
 // Large writes take the two-groups-a-thread kernel (plan_write: >= pair_min_items, 540,672 items
 // on the H200): 12,000 tokens x 8 heads x 8 groups = 768,000 items, in every order, arrangement
-// and 16-bit dtype (cases 0..7 and 8..15 of random_case's cycle).
+// and 16-bit dtype (cases 0..7 and 8..15 of random_case's cycle), the first of them also with
+// the cache pointer moved by 8 bytes (8-byte data stores instead of 16) and by 1 (byte stores;
+// the pair's 2-byte scale store must fall back to two byte stores).
 TEST(GpuWriterParity, LargeWritesMatchReferenceByteForByte) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(20261203);
   const CaseShape shape{8, 128, 16, 12000};
   for (int i = 0; i < 16; ++i) {
     const WriteCase c = random_case(rng, i, &shape);
-    SCOPED_TRACE("case " + std::to_string(i) + ": " + c.describe());
     const Nvfp4PageLayout layout(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 2000 + i);
     std::vector<uint8_t> want = initial;
@@ -61,8 +62,21 @@ TEST(GpuWriterParity, LargeWritesMatchReferenceByteForByte) {
     auto writer = make_writer(c.spec);
     ASSERT_TRUE(writer);
     DeviceCase d = upload_case(c, initial);
-    ASSERT_TRUE(writer->write(d.args).is_ok());
-    ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
+    for (size_t offset : {size_t{0}, size_t{8}, size_t{1}}) {
+      if (offset != 0 && i != 0) break;
+      SCOPED_TRACE("case " + std::to_string(i) + ": " + c.describe() + ", cache pointer + " +
+                   std::to_string(offset));
+      DeviceBuffer shifted(layout.cache_bytes() + 8);
+      ASSERT_FALSE(HasFatalFailure());
+      shifted.upload(initial.data(), initial.size(), offset);
+      d.args.cache.data = static_cast<uint8_t*>(shifted.get()) + offset;
+      const Status s = writer->write(d.args);
+      ASSERT_TRUE(s.is_ok()) << s.message();
+      std::vector<uint8_t> got(layout.cache_bytes());
+      shifted.download(got.data(), got.size(), offset);
+      ASSERT_FALSE(HasFatalFailure());
+      ASSERT_EQ(compare_cache(got, want, layout.descriptor()), "");
+    }
   }
 }
 
