@@ -73,10 +73,17 @@ Status open_device(int ordinal, DeviceInfo* out) noexcept {
         throw Error(cuda_status(guard.error(), "cudaSetDevice", ordinal));
       }
       std::string why;
-      if (!write_kernel_loadable(&why)) {
+      if (const auto err = static_cast<cudaError_t>(write_kernel_loadable(&why));
+          err == cudaErrorNoKernelImageForDevice || err == cudaErrorInvalidDeviceFunction ||
+          err == cudaErrorUnsupportedPtxVersion) {
         throw Error(unavailable(
             fmt::format("no kernel image for {}: this build has sm_90a and sm_100a code only ({})",
                         info.description, why)));
+      } else if (err != cudaSuccess) {
+        // E.g. a kernel of this process faulted earlier: the context is unusable until reset.
+        throw Error(unavailable(fmt::format(
+            "cannot load the write kernel on {}: {} (an earlier failure on this device?)",
+            info.description, why)));
       }
     }
     HwE2m1Verdict verdict;

@@ -240,14 +240,14 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
   }
 }
 
-bool write_kernel_loadable(std::string* detail) noexcept {
+int write_kernel_loadable(std::string* detail) noexcept {
   cudaFuncAttributes attr{};
   const cudaError_t err =
       cudaFuncGetAttributes(&attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, 1));
-  if (err == cudaSuccess) return true;
+  if (err == cudaSuccess) return cudaSuccess;
   (void)cudaGetLastError();
   if (detail) *detail = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
-  return false;
+  return err;
 }
 
 int preload_write_kernels(bool use_hw_e2m1, int num_sms, uint64_t* pair_min_items) noexcept {

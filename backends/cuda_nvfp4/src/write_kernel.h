@@ -41,8 +41,8 @@ Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstrea
 int preload_write_kernels(bool use_hw_e2m1, int num_sms, uint64_t* pair_min_items) noexcept;
 int preload_read_kernel() noexcept;
 
-// For the probe: true when the write kernel has an image for the current device (built for
-// 90a and 100a: another arch, e.g. sm_120, has none); `detail` says why not.
-bool write_kernel_loadable(std::string* detail) noexcept;
+// For the probe: cudaSuccess (0) when the write kernel has an image for the current device (built
+// for 90a and 100a: another arch, e.g. sm_120, has none), else the cudaError_t, with `detail`.
+int write_kernel_loadable(std::string* detail) noexcept;
 
 }  // namespace kvq::cuda_nvfp4
