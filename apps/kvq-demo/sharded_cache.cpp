@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstring>
 
+#include "kvq/core/kv_cache.h"
 #include "kvq/core/page_layout.h"
 
 namespace kvq::demo {
@@ -125,10 +126,7 @@ double ShardedCache::write(const uint16_t* key, const uint16_t* value, const int
     a.key = make_view(s.key.data(), DType::bf16, {tokens, s.num_heads, head_size_}, d);
     a.value = make_view(s.value.data(), DType::bf16, {tokens, s.num_heads, head_size_}, d);
     a.slot_mapping = make_view(s.slots.data(), DType::i64, {tokens}, d);
-    const PageLayout& layout = s.writer->layout();
-    a.cache =
-        make_view(s.cache.data(), DType::u8,
-                  {layout.geometry().num_blocks, static_cast<int64_t>(layout.page_bytes())}, d);
+    a.cache = cache_view(s.writer->layout(), s.cache.data(), d);
     a.k_scale = options_.cache.k_scale;
     a.v_scale = options_.cache.v_scale;
     a.stream = s.runtime->stream();
@@ -162,10 +160,7 @@ void ShardedCache::read(const int64_t* slots, int64_t tokens, float* key, float*
     s.slots.upload(slots, n * 8);
     const Device d = s.runtime->device();
     ReadArgs args;
-    const PageLayout& layout = s.reader->layout();
-    args.cache =
-        make_view(s.cache.data(), DType::u8,
-                  {layout.geometry().num_blocks, static_cast<int64_t>(layout.page_bytes())}, d);
+    args.cache = cache_view(s.reader->layout(), s.cache.data(), d);
     args.slot_mapping = make_view(s.slots.data(), DType::i64, {tokens}, d);
     args.key = make_view(s.read_key.data(), DType::f32, {tokens, s.num_heads, head_size_}, d);
     args.value = make_view(s.read_value.data(), DType::f32, {tokens, s.num_heads, head_size_}, d);

@@ -3,10 +3,12 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <array>
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
 
+#include "kvq/core/kv_cache.h"
 #include "kvq/core/status.h"
 
 namespace kvq::app {
@@ -57,8 +59,8 @@ CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& l
     }
   }
   const SafetensorsTensor& t = f.at(kCacheTensor);
-  const std::vector<int64_t> want = {layout.geometry().num_blocks,
-                                     static_cast<int64_t>(layout.page_bytes())};
+  const std::array<int64_t, 2> shape = layout.cache_shape();
+  const std::vector<int64_t> want(shape.begin(), shape.end());
   if (t.dtype != DType::u8 || t.shape != want) {
     bad(fmt::format("{}: tensor '{}': {} {}: expected U8 {} (num_blocks x page_bytes)", f.source(),
                     kCacheTensor, safetensors_dtype_name(t.dtype), shape_text(t.shape),
@@ -76,10 +78,7 @@ void save_cache_file(const std::filesystem::path& file, const PageLayout& layout
   auto metadata = layout.metadata();
   metadata["k_scale"] = fmt::format("{}", k_scale);  // shortest text that reads back exactly
   metadata["v_scale"] = fmt::format("{}", v_scale);
-  const TensorView view =
-      make_view(bytes.data(), DType::u8,
-                {layout.geometry().num_blocks, static_cast<int64_t>(layout.page_bytes())});
-  save_safetensors(file, {{kCacheTensor, view}}, metadata);
+  save_safetensors(file, {{kCacheTensor, cache_view(layout, bytes.data())}}, metadata);
 }
 
 std::optional<float> optional_scale(const SafetensorsFile& f, const char* name) {

@@ -10,6 +10,7 @@
 #include "../common/backend_select.h"
 #include "cache_file.h"
 #include "commands.h"
+#include "kvq/core/kv_cache.h"
 #include "kvq/core/safetensors.h"
 #include "kvq/layouts/layout_factory.h"
 #include "tensor_staging.h"
@@ -56,10 +57,7 @@ int run_read(const ReadFlags& f) {
   const TensorView host_key = make_view(key.data(), DType::f32, {T, H, D});
   const TensorView host_value = make_view(value.data(), DType::f32, {T, H, D});
   ReadArgs args;
-  args.cache = staging.upload(
-      make_view(cache.bytes.data(), DType::u8,
-                {layout->geometry().num_blocks, static_cast<int64_t>(layout->page_bytes())}),
-      "the cache");
+  args.cache = staging.upload(cache_view(*layout, cache.bytes.data()), "the cache");
   args.slot_mapping = staging.upload(slots.view(), "slot_mapping");
   args.key = staging.upload(host_key, "key");
   args.value = staging.upload(host_value, "value");

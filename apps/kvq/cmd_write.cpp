@@ -10,6 +10,7 @@
 #include "../common/backend_select.h"
 #include "cache_file.h"
 #include "commands.h"
+#include "kvq/core/kv_cache.h"
 #include "kvq/core/logging.h"
 #include "kvq/core/safetensors.h"
 #include "kvq/layouts/layout_factory.h"
@@ -121,9 +122,7 @@ int run_write(const WriteFlags& f) {
                             to_string(staging.device())));
   }
 
-  const TensorView host_cache =
-      make_view(cache.data(), DType::u8,
-                {layout->geometry().num_blocks, static_cast<int64_t>(layout->page_bytes())});
+  const TensorView host_cache = cache_view(*layout, cache.data());
   WriteArgs args;
   args.key = staging.upload(x.key, "key");
   args.value = staging.upload(x.value, "value");

@@ -3,9 +3,13 @@
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <cstdint>
+#include <map>
 #include <string>
+#include <vector>
 
+#include "kvq/core/kv_cache.h"
 #include "kvq/core/status.h"
 
 namespace kvq {
@@ -36,6 +40,37 @@ TEST(TensorView, DtypeNamesAndSizes) {
   EXPECT_EQ(dtype_size(DType::i64), 8);
   EXPECT_EQ(dtype_name(DType::u8), "u8");
   EXPECT_EQ(to_string(Device::cuda(2)), "cuda:2");
+}
+
+// Only the geometry and page size matter to cache_view(); 3 blocks of 4608 bytes, so swapped
+// dimensions show.
+class FakeLayout final : public PageLayout {
+ public:
+  std::string format() const override { return "fake"; }
+  const PageGeometry& geometry() const override { return geometry_; }
+  uint64_t page_bytes() const override { return 4608; }
+  int64_t group_size() const override { return 16; }
+  int64_t data_bytes_per_group() const override { return 8; }
+  uint64_t data_offset(Side, int64_t, int64_t, int64_t) const override { return 0; }
+  uint64_t scale_offset(Side, int64_t, int64_t, int64_t) const override { return 0; }
+  std::vector<Region> regions() const override { return {}; }
+  std::map<std::string, std::string> metadata() const override { return {}; }
+
+ private:
+  PageGeometry geometry_{3, 16, 8, 128};
+};
+
+TEST(TensorView, CacheViewIsBlocksByPageBytesU8) {
+  const FakeLayout layout;
+  EXPECT_EQ(layout.cache_shape(), (std::array<int64_t, 2>{3, 4608}));
+  uint8_t byte = 0;
+  const TensorView v = cache_view(layout, &byte, Device::cuda(1));
+  EXPECT_EQ(v.data, &byte);
+  EXPECT_EQ(v.describe(), "[3, 4608] u8 cuda:1");
+  EXPECT_EQ(v.stride(0), 4608);
+  EXPECT_TRUE(v.is_contiguous());
+  EXPECT_EQ(static_cast<uint64_t>(v.numel()), layout.cache_bytes());
+  EXPECT_EQ(cache_view(layout, &byte).device, Device::cpu());
 }
 
 DLTensor dl(void* data, DLDataType t, int64_t* shape, int ndim, int64_t* strides = nullptr) {

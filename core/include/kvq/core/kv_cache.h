@@ -1,6 +1,7 @@
 #pragma once
 // The write and read interfaces backends implement. Plugin-facing: every virtual is noexcept and
 // reports failure as a Status (nothing is thrown across a plugin boundary).
+#include <array>
 #include <cstdint>
 
 #include "kvq/core/page_layout.h"
@@ -8,6 +9,12 @@
 #include "kvq/core/tensor_view.h"
 
 namespace kvq {
+
+// `data` as the cache WriteArgs / ReadArgs take: [num_blocks, page_bytes] u8, contiguous.
+inline TensorView cache_view(const PageLayout& layout, void* data, Device device = Device::cpu()) {
+  const std::array<int64_t, 2> shape = layout.cache_shape();
+  return make_view(data, DType::u8, {shape[0], shape[1]}, device);
+}
 
 // Inputs of one write (shared/design/nvfp4-format.md):
 struct WriteArgs {

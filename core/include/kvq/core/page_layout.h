@@ -2,6 +2,7 @@
 // Where every byte of a cache page lives. A format (layouts/) implements this; core knows only
 // the shape of the answer. Offsets are relative to the start of a page; the cache is
 // [num_blocks, page_bytes] uint8.
+#include <array>
 #include <cstdint>
 #include <map>
 #include <string>
@@ -37,6 +38,10 @@ class BOOST_SYMBOL_VISIBLE PageLayout {
   virtual uint64_t page_bytes() const = 0;
   uint64_t cache_bytes() const {
     return page_bytes() * static_cast<uint64_t>(geometry().num_blocks);
+  }
+  // The cache tensor's shape: [num_blocks, page_bytes].
+  std::array<int64_t, 2> cache_shape() const {
+    return {geometry().num_blocks, static_cast<int64_t>(page_bytes())};
   }
 
   // A head row of head_size elements is split into groups() groups of group_size() elements; each
