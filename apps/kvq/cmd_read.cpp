@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "../common/backend_select.h"
+#include "backend_call.h"
 #include "cache_file.h"
 #include "commands.h"
 #include "kvq/core/kv_cache.h"
@@ -45,12 +46,7 @@ int run_read(const ReadFlags& f) {
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
   const auto reader = opened.backend.make_reader(opened.options);
   TensorStaging staging(opened.backend.make_runtime(opened.options));
-  if (!(reader->device() == staging.device())) {
-    throw Error(ErrorCode::internal,
-                fmt::format("backend '{}': its reader is on {} but its runtime on {}",
-                            opened.backend.info().name, to_string(reader->device()),
-                            to_string(staging.device())));
-  }
+  check_same_device(opened.backend.info().name, "reader", reader->device(), staging.device());
 
   const int64_t T = slots.shape[0], H = cfg.cache.num_kv_heads, D = cfg.cache.head_size;
   std::vector<float> key(static_cast<size_t>(T * H * D)), value(key.size());
@@ -64,15 +60,7 @@ int run_read(const ReadFlags& f) {
   args.k_scale = k_scale;
   args.v_scale = v_scale;
   args.stream = staging.stream();
-  const Status st = reader->read(args);
-  if (!st) {
-    const bool input_at_fault =
-        st.code() == ErrorCode::invalid_argument || st.code() == ErrorCode::out_of_range;
-    throw Error(st.code(), fmt::format("{}: {}",
-                                       input_at_fault ? f.slot_mapping
-                                                      : "backend " + opened.backend.info().name,
-                                       st.message()));
-  }
+  throw_if_failed(reader->read(args), f.slot_mapping, opened.backend.info().name);
   staging.download(args.key, host_key, "key");
   staging.download(args.value, host_value, "value");
 

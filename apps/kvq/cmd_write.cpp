@@ -8,6 +8,7 @@
 #include <iostream>
 
 #include "../common/backend_select.h"
+#include "backend_call.h"
 #include "cache_file.h"
 #include "commands.h"
 #include "kvq/core/kv_cache.h"
@@ -115,12 +116,7 @@ int run_write(const WriteFlags& f) {
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
   const auto writer = opened.backend.make_writer(opened.options);
   TensorStaging staging(opened.backend.make_runtime(opened.options));
-  if (!(writer->device() == staging.device())) {
-    throw Error(ErrorCode::internal,
-                fmt::format("backend '{}': its writer is on {} but its runtime on {}",
-                            opened.backend.info().name, to_string(writer->device()),
-                            to_string(staging.device())));
-  }
+  check_same_device(opened.backend.info().name, "writer", writer->device(), staging.device());
 
   const TensorView host_cache = cache_view(*layout, cache.data());
   WriteArgs args;
@@ -131,15 +127,7 @@ int run_write(const WriteFlags& f) {
   args.k_scale = x.k_scale;
   args.v_scale = x.v_scale;
   args.stream = staging.stream();
-  const Status s = writer->write(args);
-  if (!s) {
-    const bool input_at_fault =
-        s.code() == ErrorCode::invalid_argument || s.code() == ErrorCode::out_of_range;
-    throw Error(
-        s.code(),
-        fmt::format("{}: {}", input_at_fault ? f.input : "backend " + opened.backend.info().name,
-                    s.message()));
-  }
+  throw_if_failed(writer->write(args), f.input, opened.backend.info().name);
   int64_t skipped = 0;
   throw_if_error(writer->take_out_of_range_slots(&skipped));
   staging.download(args.cache, host_cache, "the cache");
