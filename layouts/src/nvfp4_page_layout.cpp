@@ -119,7 +119,6 @@ Nvfp4PageLayout::Nvfp4PageLayout(const CacheSpec& spec) {
                        spec.num_blocks, page, std::numeric_limits<int64_t>::max() / page));
   }
 
-  geometry_ = PageGeometry{spec.num_blocks, T, H, D};
   desc_.num_blocks = spec.num_blocks;
   desc_.block_size = T;
   desc_.num_heads = H;
@@ -134,6 +133,7 @@ Nvfp4PageLayout::Nvfp4PageLayout(const CacheSpec& spec) {
     desc_.side[s].scale_base = desc_.side[s].data_base + static_cast<uint64_t>(data_bytes);
     desc_.side[s].scales = arrangements[s];
   }
+  geometry_ = PageGeometry{desc_.num_blocks, desc_.block_size, desc_.num_heads, desc_.head_size};
 }
 
 int64_t Nvfp4PageLayout::group_size() const {

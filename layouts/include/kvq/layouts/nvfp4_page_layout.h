@@ -41,8 +41,10 @@ class KVQ_API Nvfp4PageLayout final : public PageLayout {
  private:
   void check_index(int64_t token, int64_t head, int64_t group) const;
 
-  PageGeometry geometry_;
   Nvfp4LayoutDesc desc_{};
+  // Copied from desc_ at the end of the constructor and never written again: PageLayout's
+  // geometry() returns a reference (plugins override it too), so it needs an object to refer to.
+  PageGeometry geometry_;
 };
 
 // The words a config may use, for messages and `kvq layout`.
