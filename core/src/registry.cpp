@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <boost/dll/runtime_symbol_info.hpp>
 #include <cstdlib>
-#include <optional>
 #include <string_view>
 
 #include "kvq/core/logging.h"
@@ -169,19 +168,17 @@ void Registry::scan(const std::vector<fs::path>& folders_or_files) {
                                              name, conflict->second.front().string())});
       return;
     }
-    auto same = std::find_if(infos_.begin(), infos_.end(),
-                             [&](const PluginInfo& info) { return info.name == name; });
-    if (same != infos_.end()) {
-      const fs::path first = same->file;
+    auto same = std::find_if(loaded_.begin(), loaded_.end(),
+                             [&](const auto& plugin) { return plugin->info.name == name; });
+    if (same != loaded_.end()) {
+      const fs::path first = (*same)->info.file;
       conflicts_.push_back({name, {first, file}});
-      loaded_.erase(loaded_.begin() + (same - infos_.begin()));
-      infos_.erase(same);
+      loaded_.erase(same);
       failures_.push_back({file, fmt::format("plugin name '{}' is also used by {}; neither is "
                                              "used (plugin names must be unique)",
                                              name, first.string())});
       return;
     }
-    infos_.push_back(loaded.plugin->info);
     loaded_.push_back(std::move(loaded.plugin));
   };
 
@@ -215,6 +212,8 @@ void Registry::scan(const std::vector<fs::path>& folders_or_files) {
     std::sort(files.begin(), files.end());
     for (const auto& file : files) load_file(file);
   }
+  infos_.clear();
+  for (const auto& plugin : loaded_) infos_.push_back(plugin->info);
 }
 
 // ---- select -------------------------------------------------------------------------------------
@@ -260,8 +259,8 @@ Backend Registry::select(const std::string& name) const {
   }
 
   if (name != "auto") {
-    for (size_t i = 0; i < infos_.size(); ++i) {
-      const PluginInfo& info = infos_[i];
+    for (const auto& plugin : loaded_) {
+      const PluginInfo& info = plugin->info;
       if (info.name != name) continue;
       if (!info.available) {
         throw Error(ErrorCode::unavailable, fmt::format("backend '{}' ({}) is unavailable: {}",
@@ -269,26 +268,27 @@ Backend Registry::select(const std::string& name) const {
       }
       KVQ_LOG_DEBUG("backend {} {} from {}: {}", info.name, info.version, info.file.string(),
                     info.reason);
-      return Backend(loaded_[i]);
+      return Backend(plugin);
     }
     throw Error(ErrorCode::not_found, fmt::format("no backend named '{}' ({})", name,
                                                   describe_found(infos_, failures_, searched_)));
   }
 
   // auto: the highest probe score among available plugins; the first found wins a tie.
-  std::optional<size_t> best;
-  for (size_t i = 0; i < infos_.size(); ++i) {
-    if (infos_[i].available && (!best || infos_[i].score > infos_[*best].score)) best = i;
+  std::shared_ptr<const LoadedPlugin> best;
+  for (const auto& plugin : loaded_) {
+    if (plugin->info.available && (!best || plugin->info.score > best->info.score)) best = plugin;
   }
   if (!best) {
     throw Error(ErrorCode::unavailable, fmt::format("backend auto: no available backend ({})",
                                                     describe_found(infos_, failures_, searched_)));
   }
-  const PluginInfo& chosen = infos_[*best];
+  const PluginInfo& chosen = best->info;
   // Say why a backend one might expect was passed over ("cuda_nvfp4 unavailable: no CUDA
   // device"), so a fallback to the CPU is never silent.
   std::string passed_over;
-  for (const auto& info : infos_) {
+  for (const auto& plugin : loaded_) {
+    const PluginInfo& info = plugin->info;
     if (!info.available) passed_over += fmt::format("{} unavailable: {}; ", info.name, info.reason);
   }
   for (const auto& [conflicted, files] : conflicts_) {
@@ -297,7 +297,7 @@ Backend Registry::select(const std::string& name) const {
   KVQ_LOG_INFO("backend auto: {}using {} {} (score {}{}{}) from {}", passed_over, chosen.name,
                chosen.version, chosen.score, chosen.reason.empty() ? "" : ", ", chosen.reason,
                chosen.file.string());
-  return Backend(loaded_[*best]);
+  return Backend(best);
 }
 
 }  // namespace kvq

@@ -74,6 +74,8 @@ class KVQ_API Registry {
 
  private:
   std::vector<std::shared_ptr<const LoadedPlugin>> loaded_;
+  // What plugins() returns by reference: each loaded_ plugin's info, in order, copied from
+  // loaded_ at the end of scan() and nowhere else.
   std::vector<PluginInfo> infos_;
   std::vector<PluginFailure> failures_;
   std::vector<std::filesystem::path> scanned_;   // canonical files already tried
