@@ -2,6 +2,7 @@
 
 #include <cstdio>
 #include <iostream>
+#include <utility>
 
 #include "kvq/core/logging.h"
 #include "kvq/layouts/layout_factory.h"
@@ -19,15 +20,16 @@ int exit_status_for(ErrorCode code) {
   }
 }
 
-Config check_layout(Config cfg) {
+CheckedConfig check_layout(Config cfg) {
+  std::unique_ptr<PageLayout> layout;
   try {
-    (void)make_layout(cfg.cache);
+    layout = make_layout(cfg.cache);
   } catch (const ConfigError&) {
     throw;
   } catch (const Error& e) {
     cfg.fail_at(e.key().empty() ? "cache" : e.key(), e.what());
   }
-  return cfg;
+  return {std::move(cfg), std::move(layout)};
 }
 
 }  // namespace
@@ -60,14 +62,14 @@ int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
   }
 }
 
-Config load_checked_config(const std::filesystem::path& file) {
+CheckedConfig load_checked_config(const std::filesystem::path& file) {
   if (!std::filesystem::exists(file)) {
     throw Error(ErrorCode::not_found, file.string() + ": no such config file");
   }
   return check_layout(load_config(file));
 }
 
-Config parse_checked_config(std::string_view yaml, const std::string& source) {
+CheckedConfig parse_checked_config(std::string_view yaml, const std::string& source) {
   return check_layout(parse_config(yaml, source));
 }
 

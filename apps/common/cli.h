@@ -6,8 +6,10 @@
 #include <CLI/CLI.hpp>
 #include <filesystem>
 #include <functional>
+#include <memory>
 
 #include "kvq/core/config.h"
+#include "kvq/core/page_layout.h"
 
 namespace kvq::app {
 
@@ -21,10 +23,16 @@ using Runner = std::function<int()>;
 // Parses argv, runs the chosen Runner, maps exceptions to exit statuses with one stderr line.
 int run_main(CLI::App& app, const Runner& runner, int argc, char** argv);
 
+// A config that passed every check, with the layout the checks built (no need to build another).
+struct CheckedConfig {
+  Config config;
+  std::unique_ptr<PageLayout> layout;
+};
+
 // load_config + the layout's geometry/format checks, all reported as FILE:LINE:COL.
-Config load_checked_config(const std::filesystem::path& file);
+CheckedConfig load_checked_config(const std::filesystem::path& file);
 // The same for a config given as text (kvq-demo's embedded default).
-Config parse_checked_config(std::string_view yaml, const std::string& source);
+CheckedConfig parse_checked_config(std::string_view yaml, const std::string& source);
 
 // Applies log.level and returns the config.
 Config& apply_logging(Config& cfg);

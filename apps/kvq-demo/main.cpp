@@ -80,10 +80,11 @@ int main(int argc, char** argv) {
       }
     }
     try {
-      Config cfg = config_path.empty()
-                       ? app::parse_checked_config(demo::kDefaultConfig,
-                                                   std::string(demo::kDefaultConfigSource))
-                       : app::load_checked_config(config_path);
+      Config cfg =
+          (config_path.empty() ? app::parse_checked_config(demo::kDefaultConfig,
+                                                           std::string(demo::kDefaultConfigSource))
+                               : app::load_checked_config(config_path))
+              .config;
       app::apply_logging(cfg);
       demo::RunOptions options;
       if (backend_opt->count()) options.backend = backend;

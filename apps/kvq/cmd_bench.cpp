@@ -70,7 +70,7 @@ void write_json(const std::filesystem::path& file, const nlohmann::json& doc) {
 }
 
 int run_bench(const BenchFlags& f) {
-  Config cfg = load_checked_config(f.config);
+  Config cfg = load_checked_config(f.config).config;
   apply_logging(cfg);
 
   std::filesystem::path plot_script, plot_python;

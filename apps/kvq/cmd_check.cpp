@@ -4,7 +4,6 @@
 
 #include "commands.h"
 #include "kvq/core/registry.h"
-#include "kvq/layouts/layout_factory.h"
 
 namespace kvq::app {
 namespace {
@@ -30,9 +29,8 @@ void add_check_command(CLI::App& app, Runner& run) {
   sub->add_option("CONFIG", *config, "YAML config")->required();
   sub->callback([&run, config] {
     run = [config] {
-      Config cfg = load_checked_config(*config);
+      const auto [cfg, layout] = load_checked_config(*config);
       check_backend_exists(cfg);
-      auto layout = make_layout(cfg.cache);
       std::cout << *config << ": ok (" << cfg.cache.format << ", " << cfg.cache.num_blocks
                 << " pages of " << cfg.cache.block_size << " tokens x " << cfg.cache.num_kv_heads
                 << " heads x " << cfg.cache.head_size << ", " << layout->page_bytes()

@@ -12,7 +12,6 @@
 
 #include "commands.h"
 #include "kvq/core/status.h"
-#include "kvq/layouts/layout_factory.h"
 #include "kvq/layouts/nvfp4_page_layout.h"
 #include "kvq/layouts/page_svg.h"
 
@@ -160,8 +159,7 @@ void add_layout_command(CLI::App& app, Runner& run) {
                   "Print the data and scale byte offsets of SIDE,TOKEN,HEAD,GROUP (e.g. k,5,0,3)");
   sub->callback([&run, config, svg, locate] {
     run = [config, svg, locate] {
-      const Config cfg = load_checked_config(*config);
-      const auto layout = make_layout(cfg.cache);
+      const auto layout = load_checked_config(*config).layout;
       // Parse --locate before printing anything so a bad value is a clean usage error.
       std::unique_ptr<Locate> loc;
       if (!locate->empty()) loc = std::make_unique<Locate>(parse_locate(*locate, *layout));

@@ -13,7 +13,6 @@
 #include "commands.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/safetensors.h"
-#include "kvq/layouts/layout_factory.h"
 #include "tensor_staging.h"
 
 namespace kvq::app {
@@ -24,9 +23,8 @@ struct ReadFlags {
 };
 
 int run_read(const ReadFlags& f) {
-  Config cfg = load_checked_config(f.config);
+  auto [cfg, layout] = load_checked_config(f.config);
   apply_logging(cfg);
-  const auto layout = make_layout(cfg.cache);
   CacheFile cache = load_cache_file(f.cache, *layout, f.config);
 
   const SafetensorsFile s = SafetensorsFile::load(f.slot_mapping);

@@ -14,7 +14,6 @@
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/logging.h"
 #include "kvq/core/safetensors.h"
-#include "kvq/layouts/layout_factory.h"
 #include "tensor_staging.h"
 
 namespace kvq::app {
@@ -95,9 +94,8 @@ void check_same_scale(const std::optional<float>& recorded, float now, const cha
 }
 
 int run_write(const WriteFlags& f) {
-  Config cfg = load_checked_config(f.config);
+  auto [cfg, layout] = load_checked_config(f.config);
   apply_logging(cfg);
-  const auto layout = make_layout(cfg.cache);
 
   // Every file is checked before a plugin is loaded or a byte is written.
   const SafetensorsFile in = SafetensorsFile::load(f.input);
