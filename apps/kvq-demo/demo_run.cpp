@@ -1,6 +1,7 @@
 #include "demo_run.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <algorithm>
 #include <chrono>
@@ -196,15 +197,13 @@ class DemoRun {
       const bool counted_up_on_gpus =
           options_.devices.empty() && shards > 1 && !devices.empty() && devices.front().is_cuda();
       if (!counted_up_on_gpus) throw;
-      std::string same;  // "0,0": every shard on the first device
-      for (int64_t i = 0; i < shards; ++i) {
-        same += fmt::format("{}{}", i ? "," : "", devices.front().index);
-      }
+      // "0,0": every shard on the first device
+      const std::vector<int32_t> same(static_cast<std::size_t>(shards), devices.front().index);
       throw Error(e.code(),
                   fmt::format("{} (shards go on cuda:{}..cuda:{} by default; --devices places "
                               "them, e.g. --devices {} puts every shard on cuda:{})",
-                              e.what(), devices.front().index, devices.back().index, same,
-                              devices.front().index),
+                              e.what(), devices.front().index, devices.back().index,
+                              fmt::join(same, ","), devices.front().index),
                   e.key());
     }
   }

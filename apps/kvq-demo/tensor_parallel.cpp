@@ -1,8 +1,10 @@
 #include "tensor_parallel.h"
 
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 
 #include <charconv>
+#include <ranges>
 #include <string>
 
 #include "kvq/core/config.h"
@@ -12,14 +14,14 @@ namespace kvq::demo {
 
 void check_tensor_parallel(int64_t num_kv_heads, int64_t n) {
   if (n >= 1 && num_kv_heads % n == 0) return;
-  std::string divisors;
-  for (int64_t d = 1; d <= num_kv_heads; ++d) {
-    if (num_kv_heads % d == 0) divisors += fmt::format("{}{}", divisors.empty() ? "" : ", ", d);
-  }
+  const auto divides = [num_kv_heads](int64_t d) { return num_kv_heads % d == 0; };
   throw Error(ErrorCode::invalid_argument,
               fmt::format("--tensor-parallel {}: the {} KV heads (cache.num_kv_heads) cannot be "
                           "split into {} equal shards: expected one of {}",
-                          n, num_kv_heads, n, divisors));
+                          n, num_kv_heads, n,
+                          fmt::join(std::views::iota(int64_t{1}, num_kv_heads + 1) |
+                                        std::views::filter(divides),
+                                    ", ")));
 }
 
 std::vector<Device> parse_device_list(std::string_view list) {

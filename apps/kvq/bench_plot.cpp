@@ -1,5 +1,7 @@
 #include "bench_plot.h"
 
+#include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <spawn.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -7,6 +9,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <ranges>
 #include <string>
 
 #include "kvq/core/status.h"
@@ -63,6 +66,13 @@ int spawn_and_wait(const std::vector<std::string>& args) {
   return 128 + (WIFSIGNALED(status) ? WTERMSIG(status) : 0);
 }
 
+// "a, b, c" (fmt's own path formatter would quote each one).
+std::string join_paths(const std::vector<fs::path>& paths) {
+  return fmt::format(
+      "{}",
+      fmt::join(paths | std::views::transform([](const fs::path& p) { return p.string(); }), ", "));
+}
+
 }  // namespace
 
 std::vector<fs::path> plot_script_candidates() {
@@ -79,14 +89,13 @@ std::vector<fs::path> plot_script_candidates() {
 }
 
 fs::path find_plot_script() {
-  std::string searched;
-  for (const fs::path& p : plot_script_candidates()) {
+  const std::vector<fs::path> candidates = plot_script_candidates();
+  for (const fs::path& p : candidates) {
     std::error_code ec;
     if (fs::is_regular_file(p, ec)) return p;
-    searched += (searched.empty() ? "" : ", ") + p.string();
   }
-  throw Error(ErrorCode::not_found,
-              std::string("--plot: ") + kScriptName + " not found (searched " + searched + ")");
+  throw Error(ErrorCode::not_found, std::string("--plot: ") + kScriptName +
+                                        " not found (searched " + join_paths(candidates) + ")");
 }
 
 fs::path find_plot_python(const fs::path& script) {
@@ -101,13 +110,11 @@ fs::path find_plot_python(const fs::path& script) {
     throw Error(ErrorCode::unavailable,
                 std::string("--plot needs python3, which is not on PATH: ") + kInstallHint);
   }
-  std::string tried;
   for (const fs::path& python : pythons) {
     if (spawn_and_wait({python.string(), script.string(), "--check"}) == 0) return python;
-    tried += (tried.empty() ? "" : ", ") + python.string();
   }
   throw Error(ErrorCode::unavailable,
-              "--plot needs matplotlib, which no python3 can import (tried " + tried +
+              "--plot needs matplotlib, which no python3 can import (tried " + join_paths(pythons) +
                   "): " + kInstallHint);
 }
 
