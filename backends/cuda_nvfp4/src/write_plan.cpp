@@ -220,12 +220,7 @@ Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out) 
         a.scale_gr = 1;
         break;
       case ScaleArrangement::sm100_swizzled:
-        if (T % 4 != 0 || S % 4 != 0) {
-          return invalid(
-              fmt::format("sm100_swizzled scales need block_size % 4 == 0 and "
-                          "head_size % 64 == 0, found block_size {} head_size {}",
-                          T, layout.head_size));
-        }
+        // Its geometry passed Sm100SwizzledScales::check when the layout was built.
         a.scale_t4 = u32(scale_row_t);
         a.scale_t1 = 1;
         a.group_div = FastDivmod::make(u32(S / 4));

@@ -9,9 +9,10 @@
 
 namespace kvq::cuda_nvfp4 {
 
-// The layout part of PageAddressing (everything but `items`), built once per writer/reader.
-// Refuses what the kernels cannot address: a page of 2^32 bytes or more, an arrangement this
-// backend does not know.
+// The layout part of PageAddressing (everything but `items`), built once per writer/reader from
+// the descriptor of an Nvfp4PageLayout, which already checked each side's scale arrangement
+// against the geometry (ScaleArrangements::check). Refuses what the kernels cannot address: a page
+// of 2^32 bytes or more, an arrangement this backend does not know.
 Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out);
 
 // Validates `args` against the layout and the writer's device and fills everything in `desc`
