@@ -38,6 +38,28 @@ __global__ void exhaustive_e2m1_kernel(ExhaustiveResult* r) {
   report(r, bad, first);
 }
 
+// e2m1x8_products with s = 1: the product is x for every non-NaN x, and the GPU's canonical NaN
+// for every NaN x (negative ones included), which the reference maps to +6.
+__global__ void exhaustive_e2m1_products_kernel(ExhaustiveResult* r) {
+  unsigned long long bad = 0;
+  uint32_t first = 0xFFFFFFFFu;
+  for (uint64_t w = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; w < kWords;
+       w += uint64_t{gridDim.x} * blockDim.x) {
+    float x[8];
+#pragma unroll
+    for (int k = 0; k < 8; ++k) x[k] = __uint_as_float(static_cast<uint32_t>(w * 8 + k));
+    const uint32_t got = e2m1x8_products</*kUseHw=*/false>(x, 1.0f);
+#pragma unroll
+    for (int k = 0; k < 8; ++k) {
+      if (((got >> (4 * k)) & 0xFu) != kvq::e2m1_from_float(x[k])) {
+        ++bad;
+        first = min(first, static_cast<uint32_t>(w * 8 + k));
+      }
+    }
+  }
+  report(r, bad, first);
+}
+
 __global__ void exhaustive_e4m3_kernel(ExhaustiveResult* r) {
   unsigned long long bad = 0;
   uint32_t first = 0xFFFFFFFFu;
@@ -71,10 +93,10 @@ __global__ void quantize_groups_kernel(const float* x, int groups, float global,
                                        uint32_t* out) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
-  float v[16];
+  RawGroup<InputType::f32> raw;
 #pragma unroll
-  for (int i = 0; i < 16; ++i) v[i] = x[16 * g + i];
-  const QuantizedGroup q = quantize_group16<false>(v, global, inv);
+  for (int k = 0; k < 4; ++k) raw.v[k] = reinterpret_cast<const uint4*>(x + 16 * g)[k];
+  const QuantizedGroup q = quantize_group16<InputType::f32, false>(raw, global, inv);
   out[3 * g] = q.scale;
   out[3 * g + 1] = q.data[0];
   out[3 * g + 2] = q.data[1];
@@ -106,6 +128,11 @@ int exhaustive_e2m1(bool hardware, ExhaustiveResult* out) {
       hardware ? +[](ExhaustiveResult* r) { exhaustive_e2m1_kernel<true><<<4096, 256>>>(r); }
                : +[](ExhaustiveResult* r) { exhaustive_e2m1_kernel<false><<<4096, 256>>>(r); },
       out);
+}
+
+int exhaustive_e2m1_products(ExhaustiveResult* out) {
+  return run_exhaustive(
+      +[](ExhaustiveResult* r) { exhaustive_e2m1_products_kernel<<<4096, 256>>>(r); }, out);
 }
 
 int exhaustive_e4m3(ExhaustiveResult* out) {

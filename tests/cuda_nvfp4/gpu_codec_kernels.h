@@ -15,6 +15,10 @@ struct ExhaustiveResult {
 // them) against kvq::e2m1_from_float compiled for the device.
 int exhaustive_e2m1(bool hardware, ExhaustiveResult* out);
 
+// All 2^32 float bit patterns x: e2m1x8_products(x, 1) (software), the write kernel's E2M1 of a
+// product, against kvq::e2m1_from_float(x): checks the canonical NaN it relies on as well.
+int exhaustive_e2m1_products(ExhaustiveResult* out);
+
 // All 2^32: the hardware E4M3 encoder the kernel uses against kvq::e4m3_from_float.
 int exhaustive_e4m3(ExhaustiveResult* out);
 
@@ -25,7 +29,8 @@ int e4m3_decode_all(uint32_t* out256);
 // out[i].
 int e2m1_sw_codes(const uint32_t* bits, uint32_t* out, int n);
 
-// quantize_group16 (the write kernel's quantizer, software E2M1) on `groups` groups of 16:
+// quantize_group16 (the write kernel's quantizer, f32 input, software E2M1) on `groups` groups
+// of 16:
 // out[3*g] = scale, out[3*g+1..2] = data words.
 int quantize_groups(const float* x, int groups, float global, float inv_global, uint32_t* out);
 

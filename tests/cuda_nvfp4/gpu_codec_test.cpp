@@ -35,6 +35,13 @@ TEST(GpuCodecs, E2m1SoftwareExhaustive) {
   EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
 }
 
+TEST(GpuCodecs, E2m1ProductExhaustive) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  ExhaustiveResult r;
+  check_cuda(exhaustive_e2m1_products(&r), "exhaustive E2M1 of products");
+  EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
+}
+
 TEST(GpuCodecs, E2m1HardwareExhaustive) {
   KVQ_REQUIRE_CUDA_DEVICE();
   DeviceInfo info;

@@ -6,6 +6,7 @@
 #include <cuda_fp16.h>
 
 #include <cstdint>
+#include <type_traits>
 
 #include "kernel_desc.h"
 
@@ -70,6 +71,43 @@ __device__ __forceinline__ void widen_group(const RawGroup<In>& r, float (&x)[16
       widen_pair<In>(r.v[k].z, x[8 * k + 4], x[8 * k + 5]);
       widen_pair<In>(r.v[k].w, x[8 * k + 6], x[8 * k + 7]);
     }
+  }
+}
+
+// Step 1 of the quantizer, max |x| over the group with NaN ignored (0 for an all-NaN group), as
+// kvq::nvfp4_amax. 16-bit input: on the packed words (|.| of two elements per instruction, then
+// a max tree of bf16x2 / f16x2 maxima, which return the non-NaN operand as fmaxf does); exact,
+// since the maximum of 16-bit values is one of them. Half the instructions of the float tree,
+// and off the ALU pipe that bounds the write kernel (docs/perf-notes.md, v7).
+template <InputType In>
+__device__ __forceinline__ float group_amax(const RawGroup<In>& r, const float (&x)[16]) {
+  if constexpr (In == InputType::f32) {
+    // 4 independent chains so the maxima do not serialize.
+    float m0 = fabsf(x[0]), m1 = fabsf(x[1]), m2 = fabsf(x[2]), m3 = fabsf(x[3]);
+#pragma unroll
+    for (int i = 4; i < 16; i += 4) {
+      m0 = fmaxf(m0, fabsf(x[i]));
+      m1 = fmaxf(m1, fabsf(x[i + 1]));
+      m2 = fmaxf(m2, fabsf(x[i + 2]));
+      m3 = fmaxf(m3, fabsf(x[i + 3]));
+    }
+    // fmaxf(0, ...) last: an all-NaN group gives 0 exactly as the reference's running max from 0.
+    return fmaxf(fmaxf(fmaxf(m0, m1), fmaxf(m2, m3)), 0.0f);
+  } else {
+    using Pair = std::conditional_t<In == InputType::bf16, __nv_bfloat162, __half2>;
+    const uint32_t w[8] = {r.v[0].x, r.v[0].y, r.v[0].z, r.v[0].w,
+                           r.v[1].x, r.v[1].y, r.v[1].z, r.v[1].w};
+    Pair m[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i) m[i] = __habs2(*reinterpret_cast<const Pair*>(&w[i]));
+#pragma unroll
+    for (int step = 4; step >= 1; step /= 2) {
+#pragma unroll
+      for (int i = 0; i < step; ++i) m[i] = __hmax2(m[i], m[i + step]);
+    }
+    float lo, hi;
+    widen_pair<In>(*reinterpret_cast<const uint32_t*>(&m[0]), lo, hi);
+    return fmaxf(fmaxf(lo, hi), 0.0f);
   }
 }
 

@@ -89,9 +89,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
   for (int s = 0; s < 2; ++s) {
 #pragma unroll
     for (int k = 0; k < G; ++k) {
-      float x[16];
-      widen_group<In>(u.raw[s][k], x);
-      q[s][k] = quantize_group16<kUseHwE2m1>(x, global[s], inv_global[s]);
+      q[s][k] = quantize_group16<In, kUseHwE2m1>(u.raw[s][k], global[s], inv_global[s]);
     }
   }
   if (u.slot < 0) return;  // padding
