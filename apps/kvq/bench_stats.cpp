@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "kvq/core/median.h"
 #include "kvq/core/status.h"
 
 namespace kvq::app::bench {
@@ -10,12 +11,10 @@ TimingSummary summarize(std::vector<double> samples_ms) {
   if (samples_ms.empty()) throw Error(ErrorCode::internal, "bench: a timing returned no samples");
   TimingSummary s;
   s.iterations = static_cast<int32_t>(samples_ms.size());
-  std::vector<double> sorted = samples_ms;
-  std::sort(sorted.begin(), sorted.end());
-  const std::size_t n = sorted.size();
-  s.median_ms = n % 2 ? sorted[n / 2] : 0.5 * (sorted[n / 2 - 1] + sorted[n / 2]);
-  s.min_ms = sorted.front();
-  s.max_ms = sorted.back();
+  s.median_ms = median(samples_ms);
+  const auto [lo, hi] = std::minmax_element(samples_ms.begin(), samples_ms.end());
+  s.min_ms = *lo;
+  s.max_ms = *hi;
   s.samples_ms = std::move(samples_ms);
   return s;
 }

@@ -2,13 +2,13 @@
 // event-timed launches (direct or CUDA-graph replays) for `kvq bench`.
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "cuda_device_runtime.h"
 #include "cuda_util.h"
+#include "kvq/core/median.h"
 
 namespace kvq::cuda_nvfp4 {
 namespace {
@@ -62,12 +62,6 @@ struct DeviceBuffer {
     if (ptr) (void)cudaFree(ptr);
   }
 };
-
-double median_of(std::vector<double> v) {
-  std::sort(v.begin(), v.end());
-  const std::size_t n = v.size();
-  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
-}
 
 }  // namespace
 
@@ -308,7 +302,7 @@ Status CudaDeviceRuntime::copy_bandwidth(std::size_t bytes, double* bytes_per_se
                              "cudaEventElapsedTime");
     ms[static_cast<std::size_t>(i)] = static_cast<double>(m);
   }
-  const double median_ms = median_of(ms);
+  const double median_ms = median(ms);
   if (median_ms <= 0) {
     return {ErrorCode::runtime, "copy bandwidth: the timed copies of " + std::to_string(bytes) +
                                     " bytes took no measurable time"};
