@@ -485,6 +485,35 @@ std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uin
       count, first, page, off, region, got[first], want[first]);
 }
 
+std::string write_differs_from_reference(const WriteCase& c, uint64_t seed, size_t cache_offset) {
+  const Nvfp4PageLayout layout(c.spec);
+  const std::vector<uint8_t> initial = poison(layout.cache_bytes(), seed);
+  std::vector<uint8_t> want = initial;
+  reference_write(c, want);
+  auto writer = make_writer(c.spec);
+  if (!writer) return "no writer";
+  DeviceCase d = upload_case(c, initial);
+  DeviceBuffer shifted(layout.cache_bytes() + 8);
+  shifted.upload(initial.data(), initial.size(), cache_offset);
+  d.args.cache.data = static_cast<uint8_t*>(shifted.get()) + cache_offset;
+  if (::testing::Test::HasFatalFailure()) return "a CUDA call failed (above)";
+  if (const Status s = writer->write(d.args); !s) return "write refused: " + s.message();
+  int64_t skipped = -1;
+  if (const Status s = writer->take_out_of_range_slots(&skipped); !s) {
+    return "take_out_of_range_slots: " + s.message();
+  }
+  const int64_t num_slots = c.spec.num_blocks * c.spec.block_size;
+  const auto out_of_range =
+      std::count_if(c.slots.begin(), c.slots.end(), [&](int64_t s) { return s >= num_slots; });
+  if (skipped != out_of_range) {
+    return fmt::format("out-of-range slots counted: {}, expected {}", skipped, out_of_range);
+  }
+  std::vector<uint8_t> got(layout.cache_bytes());
+  shifted.download(got.data(), got.size(), cache_offset);
+  if (::testing::Test::HasFatalFailure()) return "a CUDA call failed (above)";
+  return compare_cache(got, want, layout.descriptor());
+}
+
 std::unique_ptr<KVCacheWriter> make_writer(const CacheSpec& spec) {
   BackendOptions o;
   o.cache = spec;

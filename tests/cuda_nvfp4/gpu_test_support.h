@@ -159,6 +159,13 @@ std::vector<uint8_t> poison(size_t bytes, uint64_t seed);
 std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
                           const Nvfp4LayoutDesc& layout);
 
+// The check most GPU tests make: `c` written by a fresh cuda_nvfp4 writer into a cache of
+// poison(seed) bytes that starts `cache_offset` (0..8) bytes into its device buffer, so narrowly
+// aligned caches are covered. "" when every cache byte equals reference_write's and the writer
+// counted exactly the case's out-of-range tokens, else what went wrong (compare_cache's words).
+std::string write_differs_from_reference(const WriteCase& c, uint64_t seed,
+                                         size_t cache_offset = 0);
+
 // A writer for `spec` on cuda:0 (the test fails when it cannot be made).
 std::unique_ptr<KVCacheWriter> make_writer(const CacheSpec& spec);
 std::unique_ptr<KVCacheReader> make_reader(const CacheSpec& spec);
