@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <utility>
 
 #include "gpu_test_support.h"
 
@@ -18,64 +19,42 @@ TEST(GpuWriterParity, RandomCasesMatchReferenceByteForByte) {
   for (int i = 0; i < kRandomCases; ++i) {
     const WriteCase c = random_case(rng, i);
     SCOPED_TRACE("case " + std::to_string(i) + ": " + c.describe());
-    const Nvfp4PageLayout layout(c.spec);
-    const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 1000 + i);
-
-    std::vector<uint8_t> want = initial;
-    reference_write(c, want);
     if (i % 4 == 0) {  // the definition here and reference_cpu agree (a check of the check)
-      std::vector<uint8_t> cpu = initial;
+      const Nvfp4PageLayout layout(c.spec);
+      std::vector<uint8_t> want = poison(layout.cache_bytes(), 1000 + i);
+      std::vector<uint8_t> cpu = want;
+      reference_write(c, want);
       reference_cpu_write(c, cpu);
       ASSERT_EQ(compare_cache(cpu, want, layout.descriptor()), "") << "reference_cpu vs definition";
       ++checked_against_reference_cpu;
     }
-
-    auto writer = make_writer(c.spec);
-    ASSERT_TRUE(writer);
-    DeviceCase d = upload_case(c, initial);
-    const Status s = writer->write(d.args);
-    ASSERT_TRUE(s.is_ok()) << s.message();
-    int64_t skipped = -1;
-    ASSERT_TRUE(writer->take_out_of_range_slots(&skipped).is_ok());
-    EXPECT_EQ(skipped, 0);
-    const auto got = d.cache.download_all<uint8_t>();
-    ASSERT_EQ(compare_cache(got, want, layout.descriptor()), "");
+    ASSERT_EQ(write_differs_from_reference(c, 1000 + i), "");
   }
   EXPECT_EQ(checked_against_reference_cpu, kRandomCases / 4);
 }
 
-// Large writes take the two-groups-a-thread kernel (plan_write: >= pair_min_items, 540,672 items
-// on the H200): 12,000 tokens x 8 heads x 8 groups = 768,000 items, in every order, arrangement
-// and 16-bit dtype (cases 0..7 and 8..15 of random_case's cycle), the first of them also with
-// the cache pointer moved by 8 bytes (8-byte data stores instead of 16) and by 1 (byte stores;
-// the pair's 2-byte scale store must fall back to two byte stores).
+// Each thread mapping (plan_write; the H200's bars: two groups a thread from 540,672 items, one
+// side a thread up to 33,792) on writes large enough to take it, in every order and arrangement:
+//   12,000 tokens x 8 heads x 8 groups = 768,000 items: two groups a thread for 16-bit input
+//     (cases 0..15 of random_case's cycle);
+//    2,000 tokens: 128,000 items, one group and both sides a thread (cases 0..31: f32 and a
+//     fused QKV input too).
+// The random cases above are small: one side a thread. The first case of each size also runs
+// with the cache pointer moved by 8 bytes (8-byte data stores instead of 16) and by 1 (byte
+// stores; the pair's 2-byte scale store must fall back to two byte stores).
 TEST(GpuWriterParity, LargeWritesMatchReferenceByteForByte) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(20261203);
-  const CaseShape shape{8, 128, 16, 12000};
-  for (int i = 0; i < 16; ++i) {
-    const WriteCase c = random_case(rng, i, &shape);
-    const Nvfp4PageLayout layout(c.spec);
-    const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 2000 + i);
-    std::vector<uint8_t> want = initial;
-    reference_write(c, want);
-    auto writer = make_writer(c.spec);
-    ASSERT_TRUE(writer);
-    DeviceCase d = upload_case(c, initial);
-    for (size_t offset : {size_t{0}, size_t{8}, size_t{1}}) {
-      if (offset != 0 && i != 0) break;
-      SCOPED_TRACE("case " + std::to_string(i) + ": " + c.describe() + ", cache pointer + " +
-                   std::to_string(offset));
-      DeviceBuffer shifted(layout.cache_bytes() + 8);
-      ASSERT_FALSE(HasFatalFailure());
-      shifted.upload(initial.data(), initial.size(), offset);
-      d.args.cache.data = static_cast<uint8_t*>(shifted.get()) + offset;
-      const Status s = writer->write(d.args);
-      ASSERT_TRUE(s.is_ok()) << s.message();
-      std::vector<uint8_t> got(layout.cache_bytes());
-      shifted.download(got.data(), got.size(), offset);
-      ASSERT_FALSE(HasFatalFailure());
-      ASSERT_EQ(compare_cache(got, want, layout.descriptor()), "");
+  for (const auto& [shape, cases] :
+       {std::pair{CaseShape{8, 128, 16, 12000}, 16}, std::pair{CaseShape{8, 128, 16, 2000}, 32}}) {
+    for (int i = 0; i < cases; ++i) {
+      const WriteCase c = random_case(rng, i, &shape);
+      for (size_t offset : {size_t{0}, size_t{8}, size_t{1}}) {
+        if (offset != 0 && i != 0) break;
+        SCOPED_TRACE("case " + std::to_string(i) + ": " + c.describe() + ", cache pointer + " +
+                     std::to_string(offset));
+        ASSERT_EQ(write_differs_from_reference(c, 2000 + i, offset), "");
+      }
     }
   }
 }

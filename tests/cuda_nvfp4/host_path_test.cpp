@@ -142,6 +142,17 @@ TEST(LaunchShape, GridAndBlockAreNeverZeroOrOversized) {
       EXPECT_LT(uint64_t{r.blocks - 1} * r.threads, uint64_t{items} * kReadThreadsPerItem);
     }
   }
+  // One side a thread: warps 2w and 2w + 1 share items [32w, 32w + 32), so the grid covers
+  // twice the items rounded up to a warp.
+  for (uint32_t items : {1u, 31u, 32u, 33u, 33792u, 65536u}) {
+    WriteKernelDesc desc{};
+    desc.page.items = items;
+    desc.groups_per_thread = 1;
+    desc.sides_per_thread = 1;
+    const LaunchShape w = write_launch_shape(desc, 132);
+    EXPECT_GE(uint64_t{w.blocks} * w.threads, 2 * ((uint64_t{items} + 31) / 32 * 32)) << items;
+    EXPECT_LT(uint64_t{w.blocks - 1} * w.threads, 2 * uint64_t{items}) << items;
+  }
   EXPECT_EQ(launch_shape(0, 132).blocks, 0u);  // an empty write launches nothing
   EXPECT_EQ(read_launch_shape(0, 132).blocks, 0u);
   // The descriptors are passed by value as kernel parameters (limit 4 KiB before CUDA 12.1).
@@ -184,13 +195,13 @@ TEST(HostCost, PlanWriteAndStreamBookReport) {
                         {1000, static_cast<int64_t>(layout.page_bytes())}, dev);
     WriteKernelDesc desc{};
     InputType input{};
+    const WriteSizeBars bars{540672, 33792};  // the H200's
     int failures = 0;
     const double ns = ns_per_call(
         [&] {
           failures +=
-              plan_write(a, layout.descriptor(), addressing, dev, 540672, &desc, &input).is_ok()
-                  ? 0
-                  : 1;
+              plan_write(a, layout.descriptor(), addressing, dev, bars, &desc, &input).is_ok() ? 0
+                                                                                               : 1;
         },
         200000);
     EXPECT_EQ(failures, 0);

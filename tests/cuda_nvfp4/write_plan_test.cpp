@@ -37,8 +37,7 @@ class WritePlanTest : public ::testing::Test {
                             {10, static_cast<int64_t>(layout_->page_bytes())}, kDev);
   }
   Status plan() {
-    return plan_write(args_, layout_->descriptor(), addressing_, kDev, pair_min_items_, &desc_,
-                      &input_);
+    return plan_write(args_, layout_->descriptor(), addressing_, kDev, bars_, &desc_, &input_);
   }
 
   CacheSpec spec_;
@@ -46,7 +45,9 @@ class WritePlanTest : public ::testing::Test {
   PageAddressing addressing_{};
   WriteArgs args_;
   WriteKernelDesc desc_{};
-  uint64_t pair_min_items_ = 540672;  // the H200's: 2 x 2 x 132 SMs x 4 blocks x 256
+  // The H200's: pairs from 2 x 2 x 132 SMs x 4 blocks x 256, one side a thread up to
+  // 132 SMs x 256.
+  WriteSizeBars bars_{540672, 33792};
   InputType input_{};
 };
 
@@ -62,7 +63,8 @@ TEST_F(WritePlanTest, ValidWriteFillsTheDescriptor) {
   EXPECT_EQ(desc_.slots_are_i64, 1);
   EXPECT_EQ(desc_.page.items, 5u * 8 * 8);
   EXPECT_EQ(desc_.page.num_slots, 160);
-  EXPECT_EQ(desc_.groups_per_thread, 1);  // 320 items: under pair_min_items_
+  EXPECT_EQ(desc_.groups_per_thread, 1);  // 320 items: under bars_.pair_min_items
+  EXPECT_EQ(desc_.sides_per_thread, 1);   // and under bars_.split_max_items
   EXPECT_EQ(desc_.page.data_access_bytes, 8);
   EXPECT_EQ(desc_.global_scale[0], 2.0f);
   EXPECT_EQ(desc_.inv_global_scale[0], 0.5f);
@@ -79,8 +81,7 @@ TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   std::memset(static_cast<void*>(&desc_), 0xAB, sizeof desc_);
   ASSERT_TRUE(plan().is_ok());
   ASSERT_TRUE(
-      plan_write(args_, layout_->descriptor(), addressing_, kDev, pair_min_items_, &fresh, &input_)
-          .is_ok());
+      plan_write(args_, layout_->descriptor(), addressing_, kDev, bars_, &fresh, &input_).is_ok());
   EXPECT_EQ(std::memcmp(&desc_, &fresh, sizeof fresh), 0);
   EXPECT_EQ(desc_.global_scale[0], 0.0f);
   EXPECT_EQ(desc_.out_of_range, nullptr);
@@ -190,15 +191,15 @@ TEST_F(WritePlanTest, Refusals) {
 }
 
 TEST_F(WritePlanTest, LargeWritesOfEvenGroupCountsRunTwoGroupsAThread) {
-  pair_min_items_ = 320;  // this write's items: 5 tokens x 8 heads x 8 groups
+  bars_.pair_min_items = 320;  // this write's items: 5 tokens x 8 heads x 8 groups
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.groups_per_thread, 2);
   EXPECT_EQ(desc_.page.data_access_bytes, 16);  // one 16-byte store per side
-  pair_min_items_ = 321;
+  bars_.pair_min_items = 321;
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.groups_per_thread, 1);
   EXPECT_EQ(desc_.page.data_access_bytes, 8);
-  pair_min_items_ = 0;
+  bars_.pair_min_items = 0;
   args_.cache.data = static_cast<char*>(args_.cache.data) + 8;  // pairs only 8-byte aligned
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.groups_per_thread, 2);
@@ -208,6 +209,25 @@ TEST_F(WritePlanTest, LargeWritesOfEvenGroupCountsRunTwoGroupsAThread) {
   args_.value = make_view(args_.value.data, DType::f32, {5, 8, 128}, kDev);
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.groups_per_thread, 1);
+}
+
+TEST_F(WritePlanTest, SmallOneGroupWritesRunOneSideAThread) {
+  bars_.split_max_items = 320;  // this write's items
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 1);
+  EXPECT_EQ(desc_.sides_per_thread, 1);
+  bars_.split_max_items = 319;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 2);
+  bars_ = {0, 1000};  // both bars met: the pair wins, with both sides
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 2);
+  EXPECT_EQ(desc_.sides_per_thread, 2);
+  args_.key = make_view(args_.key.data, DType::f32, {5, 8, 128}, kDev);  // f32 splits too
+  args_.value = make_view(args_.value.data, DType::f32, {5, 8, 128}, kDev);
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 1);
+  EXPECT_EQ(desc_.sides_per_thread, 1);
 }
 
 TEST_F(WritePlanTest, ZeroTokensIsAValidEmptyWrite) {

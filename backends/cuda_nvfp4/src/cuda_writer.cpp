@@ -100,7 +100,7 @@ Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** ou
     }
     w->counter_ = static_cast<unsigned long long*>(counter);
     if (auto err = static_cast<cudaError_t>(
-            preload_write_kernels(w->info_.use_hw_e2m1, w->info_.num_sms, &w->pair_min_items_));
+            preload_write_kernels(w->info_.use_hw_e2m1, w->info_.num_sms, &w->size_bars_));
         err != cudaSuccess) {
       throw Error(
           cuda_status(err, "cudaFuncGetAttributes (loading the write kernels)", w->info_.ordinal));
@@ -130,7 +130,7 @@ Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
   try {
     WriteKernelDesc desc;
     InputType input;
-    if (Status st = plan_write(args, layout_->descriptor(), addressing_, device(), pair_min_items_,
+    if (Status st = plan_write(args, layout_->descriptor(), addressing_, device(), size_bars_,
                                &desc, &input);
         !st) {
       return st;

@@ -45,7 +45,7 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   std::unique_ptr<Nvfp4PageLayout> layout_;
   PageAddressing addressing_{};
   unsigned long long* counter_ = nullptr;  // device
-  uint64_t pair_min_items_ = 0;            // writes this large run two groups a thread (plan_write)
+  WriteSizeBars size_bars_;                // thread mapping by write size (plan_write)
 
   // Streams seen (their device) and those direct writes used since the last take.
   StreamBook streams_;

@@ -83,10 +83,20 @@ struct WriteKernelDesc {
   float global_scale[2];
   float inv_global_scale[2];
   unsigned long long* out_of_range;  // slots >= num_slots skipped (one count per token)
-  // G: a thread step covers groups [G*u, G*u + G) of one (token, head) row. 2 when S is even and
-  // the input 16-bit, else 1 (write_kernel.cu).
+  // How items map to threads (plan_write picks, from the writer's WriteSizeBars):
+  //   groups_per_thread  G: a thread covers groups [G*u, G*u + G) of one (token, head) row; 2 for
+  //                      large writes with S even and 16-bit input, else 1
+  //   sides_per_thread   2: K and V of its groups; 1 (with G = 1, writes too small to fill the
+  //                      GPU): one side, warps 2w and 2w + 1 taking K and V of the same 32 items
   int32_t groups_per_thread;
-  int32_t pad_;  // set to 0: every byte of a descriptor is defined (tests compare them as bytes)
+  int32_t sides_per_thread;
+};
+
+// The write sizes (in items) where the thread mapping changes, from the kernels' occupancy on
+// the writer's device (preload_write_kernels).
+struct WriteSizeBars {
+  uint64_t pair_min_items = 0;   // at least this many: two groups a thread
+  uint64_t split_max_items = 0;  // at most this many: one side a thread
 };
 
 struct ReadKernelDesc {

@@ -1,14 +1,19 @@
 // The NVFP4 write kernel. One thread per "unit": G consecutive 16-element groups of one
-// (token, head) row, K and V together (2G 16-byte loads a side in flight, issued first). G = 2
-// for large writes with an even head_size / 16 and 16-bit input: the per-thread work (item
-// split, slot load and split, page pointer, scale addresses) is shared by 64 elements instead of
-// 32, 11% fewer instructions per element. Small and mid-size writes keep G = 1: twice the
-// threads spread the same bytes over more SMs and warps (plan_write picks; docs/perf-notes.md,
-// v6). A warp reads 32 x 32G consecutive bytes of each side and writes whole 32-byte sectors of
-// data rows; every byte is read once and written once.
+// (token, head) row, of K and V together or (kSides = 1) of one of them; the unit's 16-byte
+// loads are issued first. plan_write picks the mapping by write size (WriteSizeBars):
+//   - large writes, S even, 16-bit input: G = 2. The per-thread work (item split, slot load and
+//     split, page pointer, scale addresses) is shared by 64 elements instead of 32, 11% fewer
+//     instructions per element;
+//   - mid-size writes: G = 1, both sides. Twice the threads spread the same bytes over more SMs
+//     and warps;
+//   - writes too small to fill the GPU: G = 1, one side a thread. Such a write is bound by each
+//     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
+// A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
+// of data rows; every byte is read once and written once.
 #include <cuda_runtime.h>
 
 #include <string>
+#include <utility>
 
 #include "cuda_util.h"
 #include "group_quantize.cuh"
@@ -51,25 +56,31 @@ __device__ __forceinline__ void store_data(uint8_t* p, uint32_t w0, uint32_t w1,
   }
 }
 
-// One unit's inputs: the slot and 2G 16-byte vectors a side, loaded before any is used.
-template <InputType In, int G>
+// One unit's inputs: the slot and G 16-byte-vector groups of each of its kSides sides, loaded
+// before any is used.
+template <InputType In, int G, int kSides>
 struct Unit {
   ItemIndex ix;  // ix.group: the first of the G groups (a multiple of G)
+  int side0;     // the unit's first side: 0 when kSides == 2, else the thread's side
   int64_t slot;
-  RawGroup<In> raw[2][G];  // [side][group]
+  RawGroup<In> raw[kSides][G];  // [side - side0][group]
 };
 
-template <InputType In, int G>
-__device__ __forceinline__ Unit<In, G> load_unit(const WriteKernelDesc& d, uint32_t unit) {
-  Unit<In, G> u;
-  u.ix = split_item(d.page, unit * G);
+template <InputType In, int G, int kSides>
+__device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& d, uint32_t item,
+                                                         int side0) {
+  Unit<In, G, kSides> u;
+  u.ix = split_item(d.page, item);
+  u.side0 = side0;
   u.slot = load_slot(d.slots, d.slots_are_i64, u.ix.token);
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const int64_t element = static_cast<int64_t>(u.ix.token) * d.token_stride[s] +
-                            static_cast<int64_t>(u.ix.head) * d.head_stride[s] +
+  for (int s = 0; s < kSides; ++s) {
+    const int side = side0 + s;
+    const int64_t element = static_cast<int64_t>(u.ix.token) * d.token_stride[side] +
+                            static_cast<int64_t>(u.ix.head) * d.head_stride[side] +
                             static_cast<int64_t>(u.ix.group) * 16;
-    const char* p = static_cast<const char*>(d.src[s]) + element * InputTraits<In>::kElementBytes;
+    const char* p =
+        static_cast<const char*>(d.src[side]) + element * InputTraits<In>::kElementBytes;
 #pragma unroll
     for (int k = 0; k < G; ++k) {
       u.raw[s][k] = load_group<In>(p + k * 16 * InputTraits<In>::kElementBytes);
@@ -79,14 +90,15 @@ __device__ __forceinline__ Unit<In, G> load_unit(const WriteKernelDesc& d, uint3
 }
 
 // Quantizes one unit and stores its bytes (nothing for padding; out-of-range slots counted).
-template <InputType In, bool kUseHwE2m1, int G>
-__device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<In, G>& u,
-                                           const float (&global)[2], const float (&inv_global)[2]) {
-  // Both sides quantized before the slot is looked at: the slot load's latency hides behind the
+template <InputType In, bool kUseHwE2m1, int G, int kSides>
+__device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<In, G, kSides>& u,
+                                           const float (&global)[kSides],
+                                           const float (&inv_global)[kSides]) {
+  // Every side quantized before the slot is looked at: the slot load's latency hides behind the
   // E2M1 work.
-  QuantizedGroup q[2][G];
+  QuantizedGroup q[kSides][G];
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
+  for (int s = 0; s < kSides; ++s) {
 #pragma unroll
     for (int k = 0; k < G; ++k) {
       q[s][k] = quantize_group16<In, kUseHwE2m1>(u.raw[s][k], global[s], inv_global[s]);
@@ -95,7 +107,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
   if (u.slot < 0) return;  // padding
   if (u.slot >= d.page.num_slots) {
     // Never written; counted once per token (by its first unit) for take_out_of_range_slots.
-    if (u.ix.head == 0 && u.ix.group == 0) atomicAdd(d.out_of_range, 1ull);
+    if (u.ix.head == 0 && u.ix.group == 0 && u.side0 == 0) atomicAdd(d.out_of_range, 1ull);
     return;
   }
   uint64_t page_index;
@@ -104,8 +116,8 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
   uint8_t* page = d.cache + page_index * d.page.page_bytes;
 
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    const SideAddressing& a = d.page.side[s];
+  for (int s = 0; s < kSides; ++s) {
+    const SideAddressing& a = d.page.side[u.side0 + s];
     uint8_t* data = page + a.data_offset(t, u.ix.head, u.ix.group);
     if (G == 2 && d.page.data_access_bytes >= 16) {
       __stcs(reinterpret_cast<uint4*>(data), make_uint4(q[s][0].data[0], q[s][0].data[1],
@@ -137,11 +149,19 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
   }
 }
 
-template <InputType In, bool kUseHwE2m1, int G>
+template <InputType In, bool kUseHwE2m1, int G, int kSides>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
     nvfp4_write_kernel(const __grid_constant__ WriteKernelDesc d) {
-  const uint32_t unit = blockIdx.x * blockDim.x + threadIdx.x;
-  if (unit >= d.page.items / G) return;  // the host chose G so that it divides items
+  const uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
+  // The thread's first item and side. One side a thread: warp 2w takes K of items [32w, 32w+32),
+  // warp 2w + 1 their V, so every warp still reads whole 32-byte pieces of one tensor.
+  uint32_t item = thread * G;
+  int side0 = 0;
+  if constexpr (kSides == 1) {
+    item = ((thread >> 6) << 5) | (thread & 31u);
+    side0 = static_cast<int>((thread >> 5) & 1u);
+  }
+  if (item >= d.page.items) return;  // the host chose G so that it divides items
 
   // Programmatic dependent launch (launch_write): this grid may start while the previous kernel
   // on the stream is still running; nothing it wrote (inputs, slots, scales, cache) is touched
@@ -153,44 +173,50 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
 
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
-  const Unit<In, G> u = load_unit<In, G>(d, unit);
-  float global[2], inv_global[2];
+  const Unit<In, G, kSides> u = load_unit<In, G, kSides>(d, item, side0);
+  float global[kSides], inv_global[kSides];
 #pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    if (d.scale_ptr[s] != nullptr) {
-      global[s] = __frcp_rn(__ldg(d.scale_ptr[s]));  // nvfp4_global_scale: 1 / scale
+  for (int s = 0; s < kSides; ++s) {
+    const int side = side0 + s;
+    if (d.scale_ptr[side] != nullptr) {
+      global[s] = __frcp_rn(__ldg(d.scale_ptr[side]));  // nvfp4_global_scale: 1 / scale
       inv_global[s] = __frcp_rn(global[s]);
     } else {
-      global[s] = d.global_scale[s];
-      inv_global[s] = d.inv_global_scale[s];
+      global[s] = d.global_scale[side];
+      inv_global[s] = d.inv_global_scale[side];
     }
   }
-  write_unit<In, kUseHwE2m1, G>(d, u, global, inv_global);
+  write_unit<In, kUseHwE2m1, G, kSides>(d, u, global, inv_global);
 }
 
-// The kernel for (input, hardware E2M1, groups per thread). f32 input runs one group a thread:
-// two would hold 16 16-byte loads in flight per thread, past a 64-register budget.
+// The kernel for (input, hardware E2M1, groups and sides a thread). f32 input runs one group a
+// thread: two would hold 16 16-byte loads in flight per thread, past a 64-register budget.
 template <InputType In, bool kUseHwE2m1>
-const void* kernel_for(int groups_per_thread) {
+const void* kernel_for(int groups_per_thread, int sides_per_thread) {
   if constexpr (In != InputType::f32) {
     if (groups_per_thread == 2) {
-      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2>);
+      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2>);
     }
   }
-  return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1>);
+  if (sides_per_thread == 1) {
+    return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1>);
+  }
+  return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2>);
 }
 
-const void* write_kernel(InputType input, bool use_hw_e2m1, int groups_per_thread) {
+const void* write_kernel(InputType input, bool use_hw_e2m1, int groups_per_thread,
+                         int sides_per_thread) {
   switch (input) {
     case InputType::bf16:
-      return use_hw_e2m1 ? kernel_for<InputType::bf16, true>(groups_per_thread)
-                         : kernel_for<InputType::bf16, false>(groups_per_thread);
+      return use_hw_e2m1 ? kernel_for<InputType::bf16, true>(groups_per_thread, sides_per_thread)
+                         : kernel_for<InputType::bf16, false>(groups_per_thread, sides_per_thread);
     case InputType::f16:
-      return use_hw_e2m1 ? kernel_for<InputType::f16, true>(groups_per_thread)
-                         : kernel_for<InputType::f16, false>(groups_per_thread);
+      return use_hw_e2m1 ? kernel_for<InputType::f16, true>(groups_per_thread, sides_per_thread)
+                         : kernel_for<InputType::f16, false>(groups_per_thread, sides_per_thread);
     case InputType::f32: break;
   }
-  return use_hw_e2m1 ? kernel_for<InputType::f32, true>(1) : kernel_for<InputType::f32, false>(1);
+  return use_hw_e2m1 ? kernel_for<InputType::f32, true>(1, sides_per_thread)
+                     : kernel_for<InputType::f32, false>(1, sides_per_thread);
 }
 
 }  // namespace
@@ -204,7 +230,9 @@ LaunchShape launch_shape(uint64_t threads, int num_sms) {
 }
 
 LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
-  return launch_shape(desc.page.items / static_cast<uint32_t>(desc.groups_per_thread), num_sms);
+  const uint64_t items = desc.page.items;
+  if (desc.sides_per_thread == 1) return launch_shape(2 * ((items + 31) / 32 * 32), num_sms);
+  return launch_shape(items / static_cast<uint32_t>(desc.groups_per_thread), num_sms);
 }
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
@@ -227,7 +255,9 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
     config.attrs = &pdl;
     config.numAttrs = 1;
     err = cudaLaunchKernelExC(
-        &config, write_kernel(input, desc.use_hw_e2m1 != 0, desc.groups_per_thread), args);
+        &config,
+        write_kernel(input, desc.use_hw_e2m1 != 0, desc.groups_per_thread, desc.sides_per_thread),
+        args);
   }
   if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
   try {
@@ -241,18 +271,19 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
 int write_kernel_loadable(std::string* detail) noexcept {
   cudaFuncAttributes attr{};
   const cudaError_t err =
-      cudaFuncGetAttributes(&attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, 1));
+      cudaFuncGetAttributes(&attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, 1, 2));
   if (err == cudaSuccess) return cudaSuccess;
   (void)cudaGetLastError();
   if (detail) *detail = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
   return err;
 }
 
-int preload_write_kernels(bool use_hw_e2m1, int num_sms, uint64_t* pair_min_items) noexcept {
+int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) noexcept {
   for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
-    for (int g = 1; g <= 2; ++g) {
+    for (auto [groups, sides] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{1, 1}}) {
       cudaFuncAttributes attr{};
-      if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, g));
+      if (cudaError_t err =
+              cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, groups, sides));
           err != cudaSuccess) {
         return err;
       }
@@ -261,16 +292,21 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, uint64_t* pair_min_item
   // Two groups a thread pay off once a write fills the GPU with them at least twice over:
   // measured on the H200, G = 1 is faster up to 2^18 items (8 heads x 128 at T = 4096), G = 2
   // from 2^20 (T = 16384) on; the resident threads of the two-group kernel are 132 x 4 x 256
-  // there, so the bar below sits at about 2^19 items (540,672).
+  // there, so the bar sits at about 2^19 items (540,672).
   int blocks_per_sm = 0;
   if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, 2), kMaxThreads, 0);
+          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, 2, 2), kMaxThreads, 0);
       err != cudaSuccess) {
     return err;
   }
-  const uint64_t resident = static_cast<uint64_t>(blocks_per_sm) * kMaxThreads *
-                            static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
-  *pair_min_items = 2 * 2 * resident;  // items = 2 x threads; two waves of threads
+  const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
+  const uint64_t pair_threads = static_cast<uint64_t>(blocks_per_sm) * kMaxThreads * sms;
+  bars->pair_min_items = 2 * 2 * pair_threads;  // items = 2 x threads; two waves of threads
+  // One side a thread while the split grid is at most two blocks of 256 per SM: such a write is
+  // bound by each thread's chain of dependent instructions, which splitting halves. Measured on
+  // the H200 (docs/perf-notes.md, v8): graph replays +6 to +17% up to 32,768 items, -6% at
+  // 65,536 (8x128 T=1024, 32x128 T=256), where the SMs' issue slots already bound.
+  bars->split_max_items = sms * kMaxThreads;
   return cudaSuccess;
 }
 

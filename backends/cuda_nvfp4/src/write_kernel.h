@@ -12,7 +12,8 @@ struct LaunchShape {
   unsigned threads = 0;
 };
 
-// Blocks for `threads` threads (the write: one per unit of desc.groups_per_thread items); 256
+// Blocks for `threads` threads (the write: one per unit of desc.groups_per_thread items and
+// desc.sides_per_thread sides); 256
 // threads a block, 128 when that leaves SMs idle (decode batches), so a small launch spreads over
 // more SMs.
 LaunchShape launch_shape(uint64_t threads, int num_sms);
@@ -35,10 +36,9 @@ Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstrea
 // Loads the kernels a writer (its E2M1 path, every input dtype) or reader may launch, on the
 // current device, at creation: under CUDA's lazy module loading the first launch would load
 // them, and drivers before 12.3 cannot load a module while a stream is being captured. The
-// writer's also sets *pair_min_items, the smallest write (in items) that runs two groups a thread
-// (from the two-group kernel's occupancy on this device; plan_write). Return the cudaError_t (0 =
-// success).
-int preload_write_kernels(bool use_hw_e2m1, int num_sms, uint64_t* pair_min_items) noexcept;
+// writer's also sets *bars, the write sizes where the thread mapping changes (from the kernels'
+// occupancy on this device; plan_write). Return the cudaError_t (0 = success).
+int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) noexcept;
 int preload_read_kernel() noexcept;
 
 // For the probe: cudaSuccess (0) when the write kernel has an image for the current device (built

@@ -238,7 +238,7 @@ Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out) 
 }
 
 Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
-                  const PageAddressing& addressing, Device device, uint64_t pair_min_items,
+                  const PageAddressing& addressing, Device device, const WriteSizeBars& bars,
                   WriteKernelDesc* desc, InputType* input) {
   const TensorView* kv[2] = {&args.key, &args.value};
   const char* names[2] = {"key", "value"};
@@ -300,10 +300,12 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.cache = static_cast<uint8_t*>(args.cache.data);
   d.page = addressing;
   d.page.items = items;
-  // Two groups a thread share the per-thread work (write_kernel.cu); f32 and small writes keep one.
+  // Two groups a thread share the per-thread work (write_kernel.cu); f32 and small writes keep
+  // one. Writes too small to fill the GPU split each unit's sides over two threads.
   d.groups_per_thread =
-      layout.groups % 2 == 0 && args.key.dtype != DType::f32 && items >= pair_min_items ? 2 : 1;
-  d.pad_ = 0;
+      layout.groups % 2 == 0 && args.key.dtype != DType::f32 && items >= bars.pair_min_items ? 2
+                                                                                             : 1;
+  d.sides_per_thread = d.groups_per_thread == 1 && items <= bars.split_max_items ? 1 : 2;
   d.page.data_access_bytes =
       data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
   d.out_of_range = nullptr;

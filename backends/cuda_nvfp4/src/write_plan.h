@@ -18,14 +18,15 @@ Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out);
 // Validates `args` against the layout and the writer's device and fills everything in `desc`
 // except out_of_range and use_hw_e2m1 (the writer's own). On error `desc` is unspecified.
 // Two groups a thread (desc.groups_per_thread = 2) when head_size / 16 is even, the input 16-bit
-// and the write has at least `pair_min_items` items (preload_write_kernels says how many).
+// and the write has at least bars.pair_min_items items; one side a thread (sides_per_thread = 1)
+// for one-group writes of at most bars.split_max_items (preload_write_kernels sets both).
 //   key/value      [T, H, D] bf16|f16|f32 (same dtype), on `device`, last dim contiguous, data
 //                  pointer and token/head strides 16-byte aligned (16-byte vector loads)
 //   slot_mapping   [T] i64|i32 on `device`, contiguous
 //   cache          [num_blocks, page_bytes] u8 on `device`, contiguous
 //   k/v scale      host value finite and > 0, or a 4-byte aligned device pointer
 Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
-                  const PageAddressing& addressing, Device device, uint64_t pair_min_items,
+                  const PageAddressing& addressing, Device device, const WriteSizeBars& bars,
                   WriteKernelDesc* desc, InputType* input);
 
 //   cache, slot_mapping as above; key/value out [T, H, D] f32 on `device`, last dim contiguous,
