@@ -9,24 +9,34 @@ namespace {
 
 constexpr uint64_t kWords = uint64_t{1} << 29;  // 2^32 patterns, 8 per word
 
-__device__ void report(ExhaustiveResult* r, unsigned long long bad, uint32_t first) {
+__device__ void report(ExhaustiveResult* r, unsigned long long checked, unsigned long long bad,
+                       uint32_t first) {
+  atomicAdd(&r->checked, checked);
   if (bad != 0) {
     atomicAdd(&r->mismatches, bad);
     atomicMin(&r->first_bad, first);
   }
 }
 
-template <bool kHw>
+// Which E2M1 encoder an exhaustive run checks: e2m1x8 in software or hardware (software where the
+// image has no hardware path), or the write kernel's e2m1x8_products with s = 1 (the product is x
+// for every non-NaN x, and the GPU's canonical NaN for every NaN x, negative ones included,
+// which the reference maps to +6).
+enum class E2m1Path { software, hardware, product };
+
+template <E2m1Path kPath>
 __global__ void exhaustive_e2m1_kernel(ExhaustiveResult* r) {
   if (blockIdx.x == 0 && threadIdx.x == 0) r->has_hw = KVQ_HAVE_HW_E2M1;
-  unsigned long long bad = 0;
+  unsigned long long bad = 0, checked = 0;
   uint32_t first = 0xFFFFFFFFu;
   for (uint64_t w = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; w < kWords;
        w += uint64_t{gridDim.x} * blockDim.x) {
     float y[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) y[k] = __uint_as_float(static_cast<uint32_t>(w * 8 + k));
-    const uint32_t got = e2m1x8<kHw>(y);  // software where the image has no hardware path
+    const uint32_t got = kPath == E2m1Path::product ? e2m1x8_products</*kUseHw=*/false>(y, 1.0f)
+                                                    : e2m1x8<kPath == E2m1Path::hardware>(y);
+    checked += 8;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {
       if (((got >> (4 * k)) & 0xFu) != kvq::e2m1_from_float(y[k])) {
@@ -35,44 +45,23 @@ __global__ void exhaustive_e2m1_kernel(ExhaustiveResult* r) {
       }
     }
   }
-  report(r, bad, first);
-}
-
-// e2m1x8_products with s = 1: the product is x for every non-NaN x, and the GPU's canonical NaN
-// for every NaN x (negative ones included), which the reference maps to +6.
-__global__ void exhaustive_e2m1_products_kernel(ExhaustiveResult* r) {
-  unsigned long long bad = 0;
-  uint32_t first = 0xFFFFFFFFu;
-  for (uint64_t w = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; w < kWords;
-       w += uint64_t{gridDim.x} * blockDim.x) {
-    float x[8];
-#pragma unroll
-    for (int k = 0; k < 8; ++k) x[k] = __uint_as_float(static_cast<uint32_t>(w * 8 + k));
-    const uint32_t got = e2m1x8_products</*kUseHw=*/false>(x, 1.0f);
-#pragma unroll
-    for (int k = 0; k < 8; ++k) {
-      if (((got >> (4 * k)) & 0xFu) != kvq::e2m1_from_float(x[k])) {
-        ++bad;
-        first = min(first, static_cast<uint32_t>(w * 8 + k));
-      }
-    }
-  }
-  report(r, bad, first);
+  report(r, checked, bad, first);
 }
 
 __global__ void exhaustive_e4m3_kernel(ExhaustiveResult* r) {
-  unsigned long long bad = 0;
+  unsigned long long bad = 0, checked = 0;
   uint32_t first = 0xFFFFFFFFu;
   const uint64_t n = uint64_t{1} << 32;
   for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
        i += uint64_t{gridDim.x} * blockDim.x) {
     const float x = __uint_as_float(static_cast<uint32_t>(i));
+    ++checked;
     if (e4m3_encode(x) != kvq::e4m3_from_float(x)) {
       ++bad;
       first = min(first, static_cast<uint32_t>(i));
     }
   }
-  report(r, bad, first);
+  report(r, checked, bad, first);
 }
 
 __global__ void e4m3_decode_kernel(uint32_t* out) {
@@ -110,6 +99,11 @@ struct DevicePtr {
   }
 };
 
+template <E2m1Path kPath>
+void launch_exhaustive_e2m1(ExhaustiveResult* r) {
+  exhaustive_e2m1_kernel<kPath><<<4096, 256>>>(r);
+}
+
 int run_exhaustive(void (*launch)(ExhaustiveResult*), ExhaustiveResult* out) {
   DevicePtr<ExhaustiveResult> r;
   if (cudaError_t e = cudaMalloc(&r.p, sizeof(ExhaustiveResult)); e != cudaSuccess) return e;
@@ -124,15 +118,13 @@ int run_exhaustive(void (*launch)(ExhaustiveResult*), ExhaustiveResult* out) {
 }  // namespace
 
 int exhaustive_e2m1(bool hardware, ExhaustiveResult* out) {
-  return run_exhaustive(
-      hardware ? +[](ExhaustiveResult* r) { exhaustive_e2m1_kernel<true><<<4096, 256>>>(r); }
-               : +[](ExhaustiveResult* r) { exhaustive_e2m1_kernel<false><<<4096, 256>>>(r); },
-      out);
+  return run_exhaustive(hardware ? launch_exhaustive_e2m1<E2m1Path::hardware>
+                                 : launch_exhaustive_e2m1<E2m1Path::software>,
+                        out);
 }
 
 int exhaustive_e2m1_products(ExhaustiveResult* out) {
-  return run_exhaustive(
-      +[](ExhaustiveResult* r) { exhaustive_e2m1_products_kernel<<<4096, 256>>>(r); }, out);
+  return run_exhaustive(launch_exhaustive_e2m1<E2m1Path::product>, out);
 }
 
 int exhaustive_e4m3(ExhaustiveResult* out) {

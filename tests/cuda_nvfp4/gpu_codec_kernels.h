@@ -7,6 +7,7 @@ namespace kvq::cuda_nvfp4::test {
 
 struct ExhaustiveResult {
   unsigned long long mismatches = 0;
+  unsigned long long checked = 0;    // inputs compared: 2^32 when the whole range ran
   uint32_t first_bad = 0xFFFFFFFFu;  // smallest mismatching float bit pattern
   uint32_t has_hw = 0;               // for the hardware E2M1 run: the image has the instruction
 };

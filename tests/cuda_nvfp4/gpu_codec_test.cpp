@@ -32,6 +32,7 @@ TEST(GpuCodecs, E2m1SoftwareExhaustive) {
   KVQ_REQUIRE_CUDA_DEVICE();
   ExhaustiveResult r;
   check_cuda(exhaustive_e2m1(false, &r), "exhaustive E2M1 (software)");
+  EXPECT_EQ(r.checked, uint64_t{1} << 32);
   EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
 }
 
@@ -39,6 +40,7 @@ TEST(GpuCodecs, E2m1ProductExhaustive) {
   KVQ_REQUIRE_CUDA_DEVICE();
   ExhaustiveResult r;
   check_cuda(exhaustive_e2m1_products(&r), "exhaustive E2M1 of products");
+  EXPECT_EQ(r.checked, uint64_t{1} << 32);
   EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
 }
 
@@ -52,6 +54,7 @@ TEST(GpuCodecs, E2m1HardwareExhaustive) {
   ExhaustiveResult r;
   check_cuda(exhaustive_e2m1(true, &r), "exhaustive E2M1 (hardware)");
   ASSERT_EQ(r.has_hw, 1u) << "the sm_100 image was built without the hardware path";
+  EXPECT_EQ(r.checked, uint64_t{1} << 32);
   // Recorded either way; the writer uses the hardware path only when the probe's boundary check
   // passed, so a mismatch here must have made the probe refuse it.
   if (r.mismatches != 0) {
@@ -65,6 +68,7 @@ TEST(GpuCodecs, E4m3HardwareEncodeExhaustive) {
   KVQ_REQUIRE_CUDA_DEVICE();
   ExhaustiveResult r;
   check_cuda(exhaustive_e4m3(&r), "exhaustive E4M3");
+  EXPECT_EQ(r.checked, uint64_t{1} << 32);
   EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
 }
 
