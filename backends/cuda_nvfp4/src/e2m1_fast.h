@@ -80,15 +80,20 @@ KVQ_HD uint32_t shift_in_nibble(uint32_t lo, uint32_t hi) {
 #endif
 }
 
+// A magnitude m in [0, 6] rounded to the E2M1 grid by one add: the code in the low 3 bits of the
+// result (bit 3 clear).
+KVQ_HD uint32_t e2m1_round_magnitude(float m) {
+  const uint32_t p = kvq::detail::float_to_bits(max1(m)) & 0x7F800000u;
+  // 2^(22+E) = p + (22 << 23); 2E = (p >> 22) - 254.
+  const uint32_t magic = p + (p >> 22) + ((22u << 23) - 254u);
+  return kvq::detail::float_to_bits(detail::add_rn(m, kvq::detail::bits_to_float(magic)));
+}
+
 // One element, as the accumulator takes it: the code in the low 3 bits of *r (bit 3 clear),
 // the sign in bit 31 of *sign.
 KVQ_HD void e2m1_parts(float y, uint32_t* r, uint32_t* sign) {
   const float c = min6(y);
-  const float m = abs_min6(c);
-  const uint32_t p = kvq::detail::float_to_bits(max1(m)) & 0x7F800000u;
-  // 2^(22+E) = p + (22 << 23); 2E = (p >> 22) - 254.
-  const uint32_t magic = p + (p >> 22) + ((22u << 23) - 254u);
-  *r = kvq::detail::float_to_bits(detail::add_rn(m, kvq::detail::bits_to_float(magic)));
+  *r = e2m1_round_magnitude(abs_min6(c));
   *sign = kvq::detail::float_to_bits(c) & 0x80000000u;
 }
 
@@ -161,10 +166,7 @@ __device__ __forceinline__ uint32_t e2m1x8_products(const float* x, float s) {
   uint32_t acc = 0;
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
-    const float m = fminf(fabsf(y[i]), 6.0f);  // NaN -> 6
-    const uint32_t p = __float_as_uint(fmaxf(m, 1.0f)) & 0x7F800000u;
-    const uint32_t magic = p + (p >> 22) + ((22u << 23) - 254u);  // as in e2m1_parts
-    const uint32_t r = __float_as_uint(__fadd_rn(m, __uint_as_float(magic)));
+    const uint32_t r = detail::e2m1_round_magnitude(fminf(fabsf(y[i]), 6.0f));  // NaN -> 6
     acc = __funnelshift_r(acc, r, 4) | (__float_as_uint(y[i]) & 0x80000000u);
   }
   return acc;

@@ -291,8 +291,8 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   }
   // Two groups a thread pay off once a write fills the GPU with them at least twice over:
   // measured on the H200, G = 1 is faster up to 2^18 items (8 heads x 128 at T = 4096), G = 2
-  // from 2^20 (T = 16384) on; the resident threads of the two-group kernel are 132 x 4 x 256
-  // there, so the bar sits at about 2^19 items (540,672).
+  // from 2^20 (T = 16384) on, and loses at 2^19 too (4x128 at T = 16384); the resident threads
+  // of the two-group kernel are 132 x 4 x 256 there, so the bar sits at 540,672 items.
   int blocks_per_sm = 0;
   if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
           &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, 2, 2), kMaxThreads, 0);

@@ -13,9 +13,8 @@ struct LaunchShape {
 };
 
 // Blocks for `threads` threads (the write: one per unit of desc.groups_per_thread items and
-// desc.sides_per_thread sides); 256
-// threads a block, 128 when that leaves SMs idle (decode batches), so a small launch spreads over
-// more SMs.
+// desc.sides_per_thread sides); 256 threads a block, 128 when that leaves SMs idle (decode
+// batches), so a small launch spreads over more SMs.
 LaunchShape launch_shape(uint64_t threads, int num_sms);
 LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms);
 
