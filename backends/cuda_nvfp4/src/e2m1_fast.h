@@ -4,20 +4,26 @@
 //
 // e2m1x8_sw: the software path, host + device, equal to kvq::e2m1_from_float (the reference) for
 // every float (all 2^32 checked on the host by tests/cuda_nvfp4/e2m1_host_exhaustive_test.cpp and
-// on the GPU by GpuCodecs.E2m1SoftwareExhaustive). Nine instructions per element, no double, no
-// table, no branch:
+// on the GPU by GpuCodecs.E2m1SoftwareExhaustive). No double, no table, no branch:
 //   c     = min(y, 6)                        NaN -> +6 (min returns the non-NaN operand); keeps
 //                                            the sign of every non-NaN y, -0.0 included
 //   m     = min(|c|, 6)                      the magnitude, saturated
-//   p     = 2^floor(log2 max(m, 1))          1, 2 or 4 (the exponent bits of max(m, 1))
-//   magic = 2^22 * p + 2E ulps (E = log2 p)  2^22*p is the float whose ulp is the E2M1 step at m
-//                                            (0.5 in [0, 2), 1 in [2, 4), 2 in [4, 6])
+//   E     = round((m + 4)/2 - 1/2) - 2       0 in [0, 2], 1 in (2, 4), 2 in [4, 6]: the binade
+//                                            of max(m, 1), except E = 0 at m = 2 (see below)
+//   magic = 2^22 * 2^E + 2E ulps             the float whose ulp is the E2M1 step at m (0.5 in
+//                                            [0, 2), 1 in [2, 4), 2 in [4, 6]); its bits are
+//                                            linear in E: one integer multiply-add
 //   r     = m + magic                        ONE IEEE add rounds m to the E2M1 grid, ties to the
 //                                            even step = the even code (the 2E extra ulps are
 //                                            even, so they do not change which neighbour wins);
 //                                            r's low 3 bits are then idx + 2E = the E2M1 code
 //   word  = funnel-shift r's low nibble into the top of an accumulator, OR in c's sign bit;
 //           after 8 elements element i sits in bits [4i, 4i+4).
+// E may be one binade low or high near a binade edge without changing the code: for m in
+// [1.75, 2.25] both step 0.5 and step 1 round to 2 (ties included), for m in [3.5, 4.5] both
+// step 1 and step 2 round to 4. E and magic come from the FMA pipe (FADD, FFMA, IMAD); the
+// exponent mask, max and shift they replaced ran on the ALU pipe, which bounded the write kernel
+// on the H200 (docs/perf-notes.md, v9).
 // e2m1x8_hw: sm_100's cvt.rn.satfinite.e2m1x2.f32 (two elements per instruction). Only defined
 // in device code compiled for an arch that has it (KVQ_HAVE_HW_E2M1); the plugin's probe
 // compares it with the software path on the boundary values before any write uses it.
@@ -39,9 +45,8 @@ namespace kvq::cuda_nvfp4 {
 
 namespace detail {
 
-// min(a, 6) and max(a, 1) with "a NaN gives the constant": FMNMX on the device (which returns
-// the non-NaN operand); written as a comparison on the host, where fminf of a signaling NaN may
-// return NaN.
+// min(a, 6) with "a NaN gives 6": FMNMX on the device (which returns the non-NaN operand);
+// written as a comparison on the host, where fminf of a signaling NaN may return NaN.
 KVQ_HD float min6(float a) {
 #if defined(__CUDA_ARCH__)
   return fminf(a, 6.0f);
@@ -57,11 +62,17 @@ KVQ_HD float abs_min6(float a) {
   return m < 6.0f ? m : 6.0f;
 #endif
 }
-KVQ_HD float max1(float a) {
+// 2^23 + E + 2 for m in [0, 6], E = round(m/2 - 1/2) with ties to even (the E2M1 binade up to
+// the edges that do not matter, see above). The + 4 keeps the sum above 2^23, where its ulp is 1:
+// no single multiply-add can do it, as 2^23 + 3/2 is not a float. m + 4 may round, which moves E
+// only next to m = 2 and m = 4; u/2 is exact, so the FMA and the host's multiply then add round
+// once, identically.
+KVQ_HD float binade_of(float m) {
+  constexpr float kBias = 8388607.5f;  // 2^23 - 1/2
 #if defined(__CUDA_ARCH__)
-  return fmaxf(a, 1.0f);
+  return __fmaf_rn(__fadd_rn(m, 4.0f), 0.5f, kBias);
 #else
-  return a > 1.0f ? a : 1.0f;
+  return (m + 4.0f) * 0.5f + kBias;
 #endif
 }
 KVQ_HD float add_rn(float a, float b) {
@@ -83,9 +94,9 @@ KVQ_HD uint32_t shift_in_nibble(uint32_t lo, uint32_t hi) {
 // A magnitude m in [0, 6] rounded to the E2M1 grid by one add: the code in the low 3 bits of the
 // result (bit 3 clear).
 KVQ_HD uint32_t e2m1_round_magnitude(float m) {
-  const uint32_t p = kvq::detail::float_to_bits(max1(m)) & 0x7F800000u;
-  // 2^(22+E) = p + (22 << 23); 2E = (p >> 22) - 254.
-  const uint32_t magic = p + (p >> 22) + ((22u << 23) - 254u);
+  // bits(binade_of(m)) = 0x4B000002 + E; magic = (149 + E) << 23 | 2E = E * 0x800002 + 2^22's
+  // bits 0x4A800000; the addend takes 0x4B000002 * 0x800002 = 0x97000004 (mod 2^32) back out.
+  const uint32_t magic = kvq::detail::float_to_bits(binade_of(m)) * 0x800002u + 0xB37FFFFCu;
   return kvq::detail::float_to_bits(detail::add_rn(m, kvq::detail::bits_to_float(magic)));
 }
 
