@@ -155,18 +155,14 @@ TEST(GpuReader, NarrowlyAlignedCachesWriteAndReadTheReferenceValues) {
       const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 77 + offset);
       std::vector<uint8_t> want = initial;
       reference_write(c, want);
-      DeviceCase d = upload_case(c, initial);
-      DeviceBuffer shifted(layout.cache_bytes() + 8);
+      DeviceCase d = upload_case(c, initial, offset);
       ASSERT_FALSE(HasFatalFailure());
-      shifted.upload(initial.data(), initial.size(), offset);
-      d.args.cache.data = static_cast<uint8_t*>(shifted.get()) + offset;
       auto writer = make_writer(c.spec);
       auto reader = make_reader(c.spec);
       ASSERT_TRUE(writer && reader);
       const Status ws = writer->write(d.args);
       ASSERT_TRUE(ws.is_ok()) << ws.message();
-      std::vector<uint8_t> got(layout.cache_bytes());
-      shifted.download(got.data(), got.size(), offset);
+      const std::vector<uint8_t> got = d.download_cache();
       ASSERT_FALSE(HasFatalFailure());
       ASSERT_EQ(compare_cache(got, want, layout.descriptor()), "");
 

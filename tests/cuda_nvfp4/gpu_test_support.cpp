@@ -405,7 +405,8 @@ void reference_cpu_write(const WriteCase& c, std::vector<uint8_t>& cache) {
 // ---- device copies
 // -------------------------------------------------------------------------------
 
-DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_cache) {
+DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_cache,
+                       size_t cache_offset) {
   DeviceCase d;
   d.input = DeviceBuffer(c.input.size());
   d.input.upload(c.input);
@@ -421,8 +422,9 @@ DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_c
     d.slots = DeviceBuffer(s32.size() * 4);
     d.slots.upload(s32);
   }
-  d.cache = DeviceBuffer(initial_cache.size());
-  d.cache.upload(initial_cache);
+  d.cache = DeviceBuffer(initial_cache.size() + cache_offset);
+  d.cache.upload(initial_cache.data(), initial_cache.size(), cache_offset);
+  d.cache_offset = cache_offset;
   const Device dev = Device::cuda(0);
   auto* base = static_cast<uint8_t*>(d.input.get());
   const int64_t esize = dtype_size(c.dtype);
@@ -436,7 +438,8 @@ DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_c
   d.args.value = view(c.value_offset);
   d.args.slot_mapping = make_view(d.slots.get(), c.slot_dtype, {c.tokens}, dev);
   const auto page_bytes = static_cast<int64_t>(initial_cache.size()) / c.spec.num_blocks;
-  d.args.cache = make_view(d.cache.get(), DType::u8, {c.spec.num_blocks, page_bytes}, dev);
+  d.args.cache = make_view(static_cast<uint8_t*>(d.cache.get()) + cache_offset, DType::u8,
+                           {c.spec.num_blocks, page_bytes}, dev);
   d.args.k_scale = c.k_scale;
   d.args.v_scale = c.v_scale;
   if (c.device_scales) {
@@ -449,6 +452,12 @@ DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_c
     d.args.v_scale = -1.0f;
   }
   return d;
+}
+
+std::vector<uint8_t> DeviceCase::download_cache() const {
+  std::vector<uint8_t> got(cache.bytes() - cache_offset);
+  cache.download(got.data(), got.size(), cache_offset);
+  return got;
 }
 
 std::vector<uint8_t> poison(size_t bytes, uint64_t seed) {
@@ -492,10 +501,7 @@ std::string write_differs_from_reference(const WriteCase& c, uint64_t seed, size
   reference_write(c, want);
   auto writer = make_writer(c.spec);
   if (!writer) return "no writer";
-  DeviceCase d = upload_case(c, initial);
-  DeviceBuffer shifted(layout.cache_bytes() + 8);
-  shifted.upload(initial.data(), initial.size(), cache_offset);
-  d.args.cache.data = static_cast<uint8_t*>(shifted.get()) + cache_offset;
+  DeviceCase d = upload_case(c, initial, cache_offset);
   if (::testing::Test::HasFatalFailure()) return "a CUDA call failed (above)";
   if (const Status s = writer->write(d.args); !s) return "write refused: " + s.message();
   int64_t skipped = -1;
@@ -508,8 +514,7 @@ std::string write_differs_from_reference(const WriteCase& c, uint64_t seed, size
   if (skipped != out_of_range) {
     return fmt::format("out-of-range slots counted: {}, expected {}", skipped, out_of_range);
   }
-  std::vector<uint8_t> got(layout.cache_bytes());
-  shifted.download(got.data(), got.size(), cache_offset);
+  const std::vector<uint8_t> got = d.download_cache();
   if (::testing::Test::HasFatalFailure()) return "a CUDA call failed (above)";
   return compare_cache(got, want, layout.descriptor());
 }

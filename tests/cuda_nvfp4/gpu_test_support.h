@@ -144,12 +144,18 @@ void reference_write(const WriteCase& c, std::vector<uint8_t>& cache);
 // out-of-range slots must not be present.
 void reference_cpu_write(const WriteCase& c, std::vector<uint8_t>& cache);
 
-// Device copies of a case's tensors and the WriteArgs pointing at them.
+// Device copies of a case's tensors and the WriteArgs pointing at them. The cache starts
+// cache_offset bytes into its buffer (a misaligned cache pointer when not a multiple of 16).
 struct DeviceCase {
   DeviceBuffer input, slots, scales, cache;
+  size_t cache_offset = 0;
   WriteArgs args;
+
+  // The cache's bytes as the write left them.
+  std::vector<uint8_t> download_cache() const;
 };
-DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_cache);
+DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_cache,
+                       size_t cache_offset = 0);
 
 // Random bytes: what the cache holds before a write, so unwritten bytes are visible.
 std::vector<uint8_t> poison(size_t bytes, uint64_t seed);

@@ -281,6 +281,7 @@ int write_kernel_loadable(std::string* detail) noexcept {
 int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) noexcept {
   for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
     for (auto [groups, sides] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{1, 1}}) {
+      if (input == InputType::f32 && groups == 2) continue;  // f32 has no two-group kernel
       cudaFuncAttributes attr{};
       if (cudaError_t err =
               cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, groups, sides));
