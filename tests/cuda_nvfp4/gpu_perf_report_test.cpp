@@ -316,6 +316,75 @@ void report(const char* what, double us, const std::string& property) {
   ::testing::Test::RecordProperty(property, std::to_string(us));
 }
 
+// Per-launch time of `launch(i, stream)` (i: the launch's input set) in graphs of 16 launches,
+// as `kvq bench` times graph replays: replay time / 16, median over rotated graphs.
+template <class Launch>
+double graph_chain_us(Launch&& launch, int sets, cudaStream_t stream) {
+  constexpr int kPerGraph = 16;
+  std::vector<std::unique_ptr<CapturedGraph>> graphs;
+  for (int g = 0; g * kPerGraph < std::max(sets, kPerGraph); ++g) {
+    graphs.push_back(std::make_unique<CapturedGraph>(stream, [&] {
+      for (int i = 0; i < kPerGraph; ++i) launch((g * kPerGraph + i) % sets, stream);
+    }));
+    EXPECT_NE(graphs.back()->exec(), nullptr);
+    if (graphs.back()->exec() == nullptr) return -1;
+    check_cuda(cudaGraphUpload(graphs.back()->exec(), stream), "upload");
+  }
+  size_t next = 0;
+  return events_around_us(
+             [&] { (void)cudaGraphLaunch(graphs[next++ % graphs.size()]->exec(), stream); },
+             stream) /
+         kPerGraph;
+}
+
+// Issue 7's decode target in graph replay (<= 3 us a write) against what the same chain costs
+// for a kernel that only waits for its predecessor (the floor), and for one that moves the same
+// bytes as the write with the write's launch and thread count but does no quantization.
+TEST(GpuPerf, DecodeGraphChainReport) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  Stream stream;
+  ASSERT_FALSE(HasFatalFailure());
+  const cudaStream_t st = stream.get();
+  for (const Shape& shape : {Shape{256, 32, 128, 16, "HND", "linear", "sm100_swizzled"},
+                             Shape{1024, 8, 128, 16, "HND", "linear", "sm100_swizzled"},
+                             Shape{256, 8, 128, 16, "HND", "linear", "sm100_swizzled"}}) {
+    Workload w;
+    make_workload(shape, &w);
+    auto writer = make_writer(w.spec);
+    ASSERT_TRUE(writer);
+    const int sets = static_cast<int>(w.args.size());
+    const uint64_t read_bytes = w.inputs[0].bytes();  // K and V of the set, bf16
+    DeviceBuffer scratch(read_bytes / 4);
+    ASSERT_FALSE(HasFatalFailure());
+    const double empty = graph_chain_us(
+        [&](int, cudaStream_t s) { (void)launch_stand_in_kernel(s, nullptr, nullptr, 0); }, sets,
+        st);
+    const double stand_in = graph_chain_us(
+        [&](int i, cudaStream_t s) {
+          (void)launch_stand_in_kernel(s, w.inputs[static_cast<size_t>(i)].get(), scratch.get(),
+                                       read_bytes);
+        },
+        sets, st);
+    const double write = graph_chain_us(
+        [&](int i, cudaStream_t s) {
+          WriteArgs a = w.args[static_cast<size_t>(i)];
+          a.stream = s;
+          EXPECT_TRUE(writer->write(a).is_ok());
+        },
+        sets, st);
+    std::printf(
+        "decode graph chain (16 a graph) T=%-5lld H=%-2lld D=%lld: empty PDL kernel %.2f us, "
+        "stand-in moving the bytes (%.2f MB read, %.2f MB written) %.2f us, write %.2f us\n",
+        static_cast<long long>(shape.T), static_cast<long long>(shape.H),
+        static_cast<long long>(shape.D), empty, static_cast<double>(read_bytes) * 1e-6,
+        static_cast<double>(read_bytes) * 0.25e-6, stand_in, write);
+    const std::string tag = "_T" + std::to_string(shape.T) + "_H" + std::to_string(shape.H);
+    RecordProperty("chain_empty_us" + tag, std::to_string(empty));
+    RecordProperty("chain_stand_in_us" + tag, std::to_string(stand_in));
+    RecordProperty("chain_write_us" + tag, std::to_string(write));
+  }
+}
+
 // Issue 7's decode targets (<= 6 us direct, <= 3 us graph replay, events around the launch) split
 // into their parts: the host time of write() itself, of the CUDA calls it makes, of a bare launch,
 // and the events-around floor of an empty kernel (direct and as a graph).
