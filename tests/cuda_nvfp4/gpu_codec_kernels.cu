@@ -27,6 +27,15 @@ __device__ void report(ExhaustiveResult* r, unsigned long long checked, unsigned
 enum class E2m1Path { software, hardware, product };
 
 template <E2m1Path kPath>
+__device__ __forceinline__ uint32_t e2m1x8_on(float (&y)[8]) {
+  if constexpr (kPath == E2m1Path::product) return e2m1x8_products</*kUseHw=*/false>(y, 1.0f);
+#if KVQ_HAVE_HW_E2M1
+  if constexpr (kPath == E2m1Path::hardware) return e2m1x8_hw(y);
+#endif
+  return e2m1x8_sw(y);
+}
+
+template <E2m1Path kPath>
 __global__ void exhaustive_e2m1_kernel(ExhaustiveResult* r) {
   if (blockIdx.x == 0 && threadIdx.x == 0) r->has_hw = KVQ_HAVE_HW_E2M1;
   unsigned long long bad = 0, checked = 0;
@@ -36,8 +45,7 @@ __global__ void exhaustive_e2m1_kernel(ExhaustiveResult* r) {
     float y[8];
 #pragma unroll
     for (int k = 0; k < 8; ++k) y[k] = __uint_as_float(static_cast<uint32_t>(w * 8 + k));
-    const uint32_t got = kPath == E2m1Path::product ? e2m1x8_products</*kUseHw=*/false>(y, 1.0f)
-                                                    : e2m1x8<kPath == E2m1Path::hardware>(y);
+    const uint32_t got = e2m1x8_on<kPath>(y);
     checked += 8;
 #pragma unroll
     for (int k = 0; k < 8; ++k) {

@@ -150,21 +150,12 @@ __device__ __forceinline__ uint32_t e2m1x8_hw(const float* y) {
 #endif
 
 #if defined(__CUDACC__)
-// The path a kernel uses: hardware when compiled for an arch that has it and the writer enabled
-// it (kUseHw is the kernel's template flag), else software.
-template <bool kUseHw>
-__device__ __forceinline__ uint32_t e2m1x8(const float* y) {
-#if KVQ_HAVE_HW_E2M1
-  if constexpr (kUseHw) return e2m1x8_hw(y);
-#endif
-  return e2m1x8_sw(y);
-}
-
-// Eight products y[i] = __fmul_rn(x[i], s) -> nibbles: equal to e2m1x8(y), one instruction per
-// element cheaper in software. A GPU FP32 multiply returns the canonical NaN 0x7FFFFFFF (sign
-// clear) whatever the NaN it made or was given, so the product's own sign bit is the E2M1 sign
-// (NaN -> +6) and the min(y, 6) that e2m1_parts needs for a NaN of either sign goes. The
-// multiply is in here so that no caller can hand over a NaN that did not come from one
+// Eight products y[i] = __fmul_rn(x[i], s) -> nibbles, the write kernel's E2M1: hardware when
+// compiled for an arch that has it and the writer enabled it (kUseHw, the kernel's template flag),
+// else e2m1x8_sw(y) one instruction per element cheaper. A GPU FP32 multiply returns the canonical
+// NaN 0x7FFFFFFF (sign clear) whatever the NaN it made or was given, so the product's own sign bit
+// is the E2M1 sign (NaN -> +6) and the min(y, 6) that e2m1_parts needs for a NaN of either sign
+// goes. The multiply is in here so that no caller can hand over a NaN that did not come from one
 // (GpuCodecs.E2m1ProductExhaustive: every x with s = 1, negative NaNs included).
 template <bool kUseHw>
 __device__ __forceinline__ uint32_t e2m1x8_products(const float* x, float s) {
@@ -178,7 +169,7 @@ __device__ __forceinline__ uint32_t e2m1x8_products(const float* x, float s) {
 #pragma unroll
   for (int i = 0; i < 8; ++i) {
     const uint32_t r = detail::e2m1_round_magnitude(fminf(fabsf(y[i]), 6.0f));  // NaN -> 6
-    acc = __funnelshift_r(acc, r, 4) | (__float_as_uint(y[i]) & 0x80000000u);
+    acc = detail::shift_in_nibble(acc, r) | (__float_as_uint(y[i]) & 0x80000000u);
   }
   return acc;
 }
