@@ -46,8 +46,8 @@ class WritePlanTest : public ::testing::Test {
   WriteArgs args_;
   WriteKernelDesc desc_{};
   // The H200's: pairs from 2 x 2 x 132 SMs x 4 blocks x 256, one side a thread up to
-  // 132 SMs x 256.
-  WriteSizeBars bars_{540672, 33792};
+  // 132 SMs x 256, streaming loads up to 2 x 132 SMs x 256.
+  WriteSizeBars bars_{540672, 33792, 67584};
   InputType input_{};
 };
 
@@ -65,6 +65,7 @@ TEST_F(WritePlanTest, ValidWriteFillsTheDescriptor) {
   EXPECT_EQ(desc_.page.num_slots, 160);
   EXPECT_EQ(desc_.groups_per_thread, 1);  // 320 items: under bars_.pair_min_items
   EXPECT_EQ(desc_.sides_per_thread, 1);   // and under bars_.split_max_items
+  EXPECT_EQ(desc_.streaming_loads, 1);    // and under bars_.stream_max_items
   EXPECT_EQ(desc_.page.data_access_bytes, 8);
   EXPECT_EQ(desc_.global_scale[0], 2.0f);
   EXPECT_EQ(desc_.inv_global_scale[0], 0.5f);
@@ -228,6 +229,24 @@ TEST_F(WritePlanTest, SmallOneGroupWritesRunOneSideAThread) {
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.groups_per_thread, 1);
   EXPECT_EQ(desc_.sides_per_thread, 1);
+}
+
+TEST_F(WritePlanTest, SmallOneGroupWritesLoadEvictFirst) {
+  bars_ = {540672, 0, 320};  // this write's items; both sides a thread
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 2);
+  EXPECT_EQ(desc_.streaming_loads, 1);
+  bars_.stream_max_items = 319;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.streaming_loads, 0);
+  bars_ = {540672, 1000, 0};  // one side a thread streams whatever the bar
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 1);
+  EXPECT_EQ(desc_.streaming_loads, 1);
+  bars_ = {0, 0, 1000};  // the pair wins, and its loads stay on the read-only path
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.groups_per_thread, 2);
+  EXPECT_EQ(desc_.streaming_loads, 0);
 }
 
 TEST_F(WritePlanTest, ZeroTokensIsAValidEmptyWrite) {

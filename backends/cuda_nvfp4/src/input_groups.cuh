@@ -28,12 +28,16 @@ struct RawGroup {
   uint4 v[InputTraits<In>::kVectors];
 };
 
-template <InputType In>
+// One group's 16-byte vectors. kStreaming: evict-first (ld.global.cs), else the read-only path
+// (ld.global.nc); both read each byte once (WriteKernelDesc::streaming_loads says when which).
+template <InputType In, bool kStreaming>
 __device__ __forceinline__ RawGroup<In> load_group(const void* row_start) {
   const auto* p = static_cast<const uint4*>(row_start);
   RawGroup<In> r;
 #pragma unroll
-  for (int k = 0; k < InputTraits<In>::kVectors; ++k) r.v[k] = __ldg(p + k);
+  for (int k = 0; k < InputTraits<In>::kVectors; ++k) {
+    r.v[k] = kStreaming ? __ldcs(p + k) : __ldg(p + k);
+  }
   return r;
 }
 

@@ -88,15 +88,20 @@ struct WriteKernelDesc {
   //                      large writes with S even and 16-bit input, else 1
   //   sides_per_thread   2: K and V of its groups; 1 (with G = 1, writes too small to fill the
   //                      GPU): one side, warps 2w and 2w + 1 taking K and V of the same 32 items
+  //   streaming_loads    1: inputs loaded evict-first (ld.global.cs): one side a thread, and
+  //                      one-group writes of at most stream_max_items; 0: the read-only path
   int32_t groups_per_thread;
   int32_t sides_per_thread;
+  int32_t streaming_loads;
+  int32_t pad_;  // explicit, so that plan_write fills every byte (no implicit tail padding)
 };
 
 // The write sizes (in items) where the thread mapping changes, from the kernels' occupancy on
 // the writer's device (preload_write_kernels).
 struct WriteSizeBars {
-  uint64_t pair_min_items = 0;   // at least this many: two groups a thread
-  uint64_t split_max_items = 0;  // at most this many: one side a thread
+  uint64_t pair_min_items = 0;    // at least this many: two groups a thread
+  uint64_t split_max_items = 0;   // at most this many: one side a thread
+  uint64_t stream_max_items = 0;  // at most this many (and one group a thread): streaming loads
 };
 
 struct ReadKernelDesc {

@@ -8,12 +8,12 @@
 //     and warps;
 //   - writes too small to fill the GPU: G = 1, one side a thread. Such a write is bound by each
 //     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
+// One-group writes of up to two blocks of 256 per SM load their inputs evict-first (v11).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
 // of data rows; every byte is read once and written once.
 #include <cuda_runtime.h>
 
 #include <string>
-#include <utility>
 
 #include "cuda_util.h"
 #include "group_quantize.cuh"
@@ -66,7 +66,7 @@ struct Unit {
   RawGroup<In> raw[kSides][G];  // [side - side0][group]
 };
 
-template <InputType In, int G, int kSides>
+template <InputType In, int G, int kSides, bool kStream>
 __device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& d, uint32_t item,
                                                          int side0) {
   Unit<In, G, kSides> u;
@@ -83,7 +83,7 @@ __device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& 
         static_cast<const char*>(d.src[side]) + element * InputTraits<In>::kElementBytes;
 #pragma unroll
     for (int k = 0; k < G; ++k) {
-      u.raw[s][k] = load_group<In>(p + k * 16 * InputTraits<In>::kElementBytes);
+      u.raw[s][k] = load_group<In, kStream>(p + k * 16 * InputTraits<In>::kElementBytes);
     }
   }
   return u;
@@ -149,7 +149,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
   }
 }
 
-template <InputType In, bool kUseHwE2m1, int G, int kSides>
+template <InputType In, bool kUseHwE2m1, int G, int kSides, bool kStream>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
     nvfp4_write_kernel(const __grid_constant__ WriteKernelDesc d) {
   const uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
@@ -173,7 +173,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
 
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
-  const Unit<In, G, kSides> u = load_unit<In, G, kSides>(d, item, side0);
+  const Unit<In, G, kSides> u = load_unit<In, G, kSides, kStream>(d, item, side0);
   float global[kSides], inv_global[kSides];
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
@@ -189,34 +189,45 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   write_unit<In, kUseHwE2m1, G, kSides>(d, u, global, inv_global);
 }
 
-// The kernel for (input, hardware E2M1, groups and sides a thread). f32 input runs one group a
-// thread: two would hold 16 16-byte loads in flight per thread, past a 64-register budget.
+// How a kernel maps items to threads: the descriptor's groups_per_thread, sides_per_thread and
+// streaming_loads. plan_write picks one of kMappings.
+struct Mapping {
+  int groups;
+  int sides;
+  bool streaming;
+};
+constexpr Mapping kMappings[] = {{2, 2, false}, {1, 2, false}, {1, 2, true}, {1, 1, true}};
+
+// The kernel for (input, hardware E2M1, mapping). f32 input runs one group a thread: two would
+// hold 16 16-byte loads in flight per thread, past a 64-register budget. One side a thread
+// always streams (its writes are below the streaming bar).
 template <InputType In, bool kUseHwE2m1>
-const void* kernel_for(int groups_per_thread, int sides_per_thread) {
+const void* kernel_for(Mapping m) {
   if constexpr (In != InputType::f32) {
-    if (groups_per_thread == 2) {
-      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2>);
+    if (m.groups == 2) {
+      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false>);
     }
   }
-  if (sides_per_thread == 1) {
-    return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1>);
+  if (m.sides == 1) {
+    return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true>);
   }
-  return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2>);
+  return m.streaming
+             ? reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true>)
+             : reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false>);
 }
 
-const void* write_kernel(InputType input, bool use_hw_e2m1, int groups_per_thread,
-                         int sides_per_thread) {
+const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
   switch (input) {
     case InputType::bf16:
-      return use_hw_e2m1 ? kernel_for<InputType::bf16, true>(groups_per_thread, sides_per_thread)
-                         : kernel_for<InputType::bf16, false>(groups_per_thread, sides_per_thread);
+      return use_hw_e2m1 ? kernel_for<InputType::bf16, true>(m)
+                         : kernel_for<InputType::bf16, false>(m);
     case InputType::f16:
-      return use_hw_e2m1 ? kernel_for<InputType::f16, true>(groups_per_thread, sides_per_thread)
-                         : kernel_for<InputType::f16, false>(groups_per_thread, sides_per_thread);
+      return use_hw_e2m1 ? kernel_for<InputType::f16, true>(m)
+                         : kernel_for<InputType::f16, false>(m);
     case InputType::f32: break;
   }
-  return use_hw_e2m1 ? kernel_for<InputType::f32, true>(1, sides_per_thread)
-                     : kernel_for<InputType::f32, false>(1, sides_per_thread);
+  m.groups = 1;
+  return use_hw_e2m1 ? kernel_for<InputType::f32, true>(m) : kernel_for<InputType::f32, false>(m);
 }
 
 }  // namespace
@@ -254,10 +265,11 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
     pdl.val.programmaticStreamSerializationAllowed = 1;
     config.attrs = &pdl;
     config.numAttrs = 1;
-    err = cudaLaunchKernelExC(
-        &config,
-        write_kernel(input, desc.use_hw_e2m1 != 0, desc.groups_per_thread, desc.sides_per_thread),
-        args);
+    err = cudaLaunchKernelExC(&config,
+                              write_kernel(input, desc.use_hw_e2m1 != 0,
+                                           Mapping{desc.groups_per_thread, desc.sides_per_thread,
+                                                   desc.streaming_loads != 0}),
+                              args);
   }
   if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
   try {
@@ -270,8 +282,8 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
 
 int write_kernel_loadable(std::string* detail) noexcept {
   cudaFuncAttributes attr{};
-  const cudaError_t err =
-      cudaFuncGetAttributes(&attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, 1, 2));
+  const cudaError_t err = cudaFuncGetAttributes(
+      &attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, {1, 2, false}));
   if (err == cudaSuccess) return cudaSuccess;
   (void)cudaGetLastError();
   if (detail) *detail = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
@@ -280,11 +292,10 @@ int write_kernel_loadable(std::string* detail) noexcept {
 
 int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) noexcept {
   for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
-    for (auto [groups, sides] : {std::pair{1, 2}, std::pair{2, 2}, std::pair{1, 1}}) {
-      if (input == InputType::f32 && groups == 2) continue;  // f32 has no two-group kernel
+    for (const Mapping& m : kMappings) {
+      if (input == InputType::f32 && m.groups == 2) continue;  // f32 has no two-group kernel
       cudaFuncAttributes attr{};
-      if (cudaError_t err =
-              cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, groups, sides));
+      if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, m));
           err != cudaSuccess) {
         return err;
       }
@@ -296,7 +307,8 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // of the two-group kernel are 132 x 4 x 256 there, so the bar sits at 540,672 items.
   int blocks_per_sm = 0;
   if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, 2, 2), kMaxThreads, 0);
+          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, {2, 2, false}), kMaxThreads,
+          0);
       err != cudaSuccess) {
     return err;
   }
@@ -308,6 +320,12 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // the H200 (docs/perf-notes.md, v8): graph replays +6 to +17% up to 32,768 items, -6% at
   // 65,536 (8x128 T=1024, 32x128 T=256), where the SMs' issue slots already bound.
   bars->split_max_items = sms * kMaxThreads;
+  // Evict-first input loads while the one-group grid is at most two blocks of 256 per SM.
+  // Measured on the H200 (docs/perf-notes.md, v11), graph replays: +5 to +10% up to 65,536
+  // items (32x128 T=256: 3.54 -> 3.37 us), within +-1.5% from 98,304 to 196,608, -0.5 to -2%
+  // at 262,144 (4x128 T=16384); and -10% in the two-group kernel, whose four 16-byte loads a
+  // thread come back to each sector's line after L2 has let it go.
+  bars->stream_max_items = 2 * sms * kMaxThreads;
   return cudaSuccess;
 }
 

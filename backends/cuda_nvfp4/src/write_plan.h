@@ -19,7 +19,8 @@ Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out);
 // except out_of_range and use_hw_e2m1 (the writer's own). On error `desc` is unspecified.
 // Two groups a thread (desc.groups_per_thread = 2) when head_size / 16 is even, the input 16-bit
 // and the write has at least bars.pair_min_items items; one side a thread (sides_per_thread = 1)
-// for one-group writes of at most bars.split_max_items (preload_write_kernels sets both).
+// for one-group writes of at most bars.split_max_items; streaming input loads for those and for
+// one-group writes of at most bars.stream_max_items (preload_write_kernels sets all three).
 //   key/value      [T, H, D] bf16|f16|f32 (same dtype), on `device`, last dim contiguous, data
 //                  pointer and token/head strides 16-byte aligned (16-byte vector loads)
 //   slot_mapping   [T] i64|i32 on `device`, contiguous
