@@ -306,9 +306,8 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
       layout.groups % 2 == 0 && args.key.dtype != DType::f32 && items >= bars.pair_min_items ? 2
                                                                                              : 1;
   d.sides_per_thread = d.groups_per_thread == 1 && items <= bars.split_max_items ? 1 : 2;
-  d.streaming_loads =
-      d.groups_per_thread == 1 && (d.sides_per_thread == 1 || items <= bars.stream_max_items) ? 1
-                                                                                               : 0;
+  const bool small = d.sides_per_thread == 1 || items <= bars.stream_max_items;
+  d.streaming_loads = d.groups_per_thread == 1 && small ? 1 : 0;
   d.pad_ = 0;
   d.page.data_access_bytes =
       data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
