@@ -8,7 +8,8 @@
 //     and warps;
 //   - writes too small to fill the GPU: G = 1, one side a thread. Such a write is bound by each
 //     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
-// One-group writes of up to two blocks of 256 per SM load their inputs evict-first (v11).
+// One-group writes of up to two blocks of 256 per SM prefetch their inputs into L2 before the
+// programmatic-launch wait (v12) and load them evict-first (v11).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
 // of data rows; every byte is read once and written once.
 #include <cuda_runtime.h>
@@ -66,6 +67,16 @@ struct Unit {
   RawGroup<In> raw[kSides][G];  // [side - side0][group]
 };
 
+// The first input element of the unit's groups on `side`.
+template <InputType In>
+__device__ __forceinline__ const char* unit_input(const WriteKernelDesc& d, const ItemIndex& ix,
+                                                  int side) {
+  const int64_t element = static_cast<int64_t>(ix.token) * d.token_stride[side] +
+                          static_cast<int64_t>(ix.head) * d.head_stride[side] +
+                          static_cast<int64_t>(ix.group) * 16;
+  return static_cast<const char*>(d.src[side]) + element * InputTraits<In>::kElementBytes;
+}
+
 template <InputType In, int G, int kSides, bool kStream>
 __device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& d, uint32_t item,
                                                          int side0) {
@@ -75,12 +86,7 @@ __device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& 
   u.slot = load_slot(d.slots, d.slots_are_i64, u.ix.token);
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
-    const int side = side0 + s;
-    const int64_t element = static_cast<int64_t>(u.ix.token) * d.token_stride[side] +
-                            static_cast<int64_t>(u.ix.head) * d.head_stride[side] +
-                            static_cast<int64_t>(u.ix.group) * 16;
-    const char* p =
-        static_cast<const char*>(d.src[side]) + element * InputTraits<In>::kElementBytes;
+    const char* p = unit_input<In>(d, u.ix, side0 + s);
 #pragma unroll
     for (int k = 0; k < G; ++k) {
       u.raw[s][k] = load_group<In, kStream>(p + k * 16 * InputTraits<In>::kElementBytes);
@@ -164,10 +170,23 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   if (item >= d.page.items) return;  // the host chose G so that it divides items
 
   // Programmatic dependent launch (launch_write): this grid may start while the previous kernel
-  // on the stream is still running; nothing it wrote (inputs, slots, scales, cache) is touched
-  // before the wait, which returns when that kernel has finished and its writes are visible.
+  // on the stream is still running; nothing it wrote (inputs, slots, scales, cache) is read or
+  // written before the wait (an L2 prefetch is no read: it returns no data to this thread), which
+  // returns when that kernel has finished and its writes are visible.
   // The next kernel may be scheduled at once: its blocks take SMs as ours retire, and it waits
   // for this grid in turn.
+  if constexpr (kStream) {
+    // Small writes: start the input reads from DRAM under the previous kernel's tail (in a chain
+    // of writes, the write before). Only into L2, where every SM's writes land, so a line
+    // fetched before the wait is never a stale copy of data that kernel writes; the loads after
+    // the wait are the ones whose values count. Where that kernel made the inputs they are in L2
+    // already and this costs two instructions. Measured: perf-notes, v12.
+#pragma unroll
+    for (int s = 0; s < kSides; ++s) {
+      const char* p = unit_input<In>(d, split_item(d.page, item), side0 + s);
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+    }
+  }
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");
 
