@@ -88,8 +88,9 @@ struct WriteKernelDesc {
   //                      large writes with S even and 16-bit input, else 1
   //   sides_per_thread   2: K and V of its groups; 1 (with G = 1, writes too small to fill the
   //                      GPU): one side, warps 2w and 2w + 1 taking K and V of the same 32 items
-  //   streaming_loads    1: inputs loaded evict-first (ld.global.cs): one side a thread, and
-  //                      one-group writes of at most stream_max_items; 0: the read-only path
+  //   streaming_loads    1: inputs prefetched into L2 before the programmatic-launch wait and
+  //                      loaded evict-first (ld.global.cs): one side a thread, and one-group
+  //                      writes of at most stream_max_items; 0: the read-only path
   int32_t groups_per_thread;
   int32_t sides_per_thread;
   int32_t streaming_loads;
