@@ -40,8 +40,8 @@ TEST(GpuWriterParity, RandomCasesMatchReferenceByteForByte) {
 //     (cases 0..15 of random_case's cycle);
 //    2,000 tokens: 128,000 items, one group and both sides a thread (cases 0..31: f32 and a
 //     fused QKV input too);
-//      800 tokens: 51,200 items, the same with evict-first loads (cases 0..31).
-// The random cases above are small: one side a thread, evict-first loads. The first case of each
+//      800 tokens: 51,200 items, the same streaming (L2 prefetch, evict-first loads; cases 0..31).
+// The random cases above are small: one side a thread, streaming. The first case of each
 // size also runs with the cache pointer moved by 8 bytes (8-byte data stores instead of 16) and by
 // 1 (byte stores; the pair's 2-byte scale store must fall back to two byte stores).
 TEST(GpuWriterParity, LargeWritesMatchReferenceByteForByte) {

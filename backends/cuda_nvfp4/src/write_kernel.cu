@@ -339,11 +339,12 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // the H200 (docs/perf-notes.md, v8): graph replays +6 to +17% up to 32,768 items, -6% at
   // 65,536 (8x128 T=1024, 32x128 T=256), where the SMs' issue slots already bound.
   bars->split_max_items = sms * kMaxThreads;
-  // Evict-first input loads while the one-group grid is at most two blocks of 256 per SM.
-  // Measured on the H200 (docs/perf-notes.md, v11), graph replays: +5 to +10% up to 65,536
-  // items (32x128 T=256: 3.54 -> 3.37 us), within +-1.5% from 98,304 to 196,608, -0.5 to -2%
-  // at 262,144 (4x128 T=16384); and -10% in the two-group kernel, whose four 16-byte loads a
-  // thread come back to each sector's line after L2 has let it go.
+  // Streaming (an L2 prefetch before the wait, then evict-first loads) while the one-group grid
+  // is at most two blocks of 256 per SM. Measured on the H200 (docs/perf-notes.md, v11-v12),
+  // graph replays: evict-first +5 to +10% up to 65,536 items, within +-1.5% from 98,304 to
+  // 196,608, -0.5 to -2% at 262,144 (4x128 T=16384), -10% in the two-group kernel (probably
+  // its four 16-byte loads a thread returning to a line L2 has already let go); the prefetch
+  // another +8 to +12% (32x128 T=256: 3.50 us with neither, 3.02 with both).
   bars->stream_max_items = 2 * sms * kMaxThreads;
   return cudaSuccess;
 }
