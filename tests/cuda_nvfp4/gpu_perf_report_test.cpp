@@ -339,7 +339,9 @@ double graph_chain_us(Launch&& launch, int sets, cudaStream_t stream) {
 
 // Issue 7's decode target in graph replay (<= 3 us a write) against what the same chain costs
 // for a kernel that only waits for its predecessor (the floor), and for one that moves the same
-// bytes as the write with the write's launch and thread count but does no quantization.
+// bytes as the write with the write's launch and thread count but does no quantization. The
+// stand-in loads only after its wait; since v12 small writes prefetch their inputs into L2 before
+// theirs (docs/perf-notes.md), so the write can come in under the stand-in.
 TEST(GpuPerf, DecodeGraphChainReport) {
   KVQ_REQUIRE_CUDA_DEVICE();
   Stream stream;
