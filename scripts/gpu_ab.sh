@@ -28,7 +28,8 @@ cp "$out/.built.so" "$plugin"
 python3 - "$out" "$@" <<'PY' | tee "$out/ab.txt"
 import glob, json, os, sys
 out, specs = sys.argv[1], [s.split("=", 1)[0] for s in sys.argv[2:]]
-best, graph = {}, {}  # (name, H, D, T) -> best median % of copy over rounds (direct, graph)
+# (name, H, D, T) -> best median % of copy over rounds: write direct, write graph, read
+best, graph, read = {}, {}, {}
 for name in specs:
     for f in sorted(glob.glob(os.path.join(out, f"{name}.*.json"))):
         try:
@@ -44,9 +45,12 @@ for name in specs:
             g = c["write"].get("graph")
             if g:
                 graph[k] = max(graph.get(k, 0), g["percent_of_copy"])
+            r = c.get("read")
+            if r:
+                read[k] = max(read.get(k, 0), r["percent_of_copy"])
 keys = sorted({k[1:] for k in best})
-for title, table in (("direct", best), ("graph", graph)):
-    print(f"write, % of copy, {title} (best median of the rounds)")
+for title, table in (("write, direct", best), ("write, graph", graph), ("read", read)):
+    print(f"{title}, % of copy (best median of the rounds)")
     print(f"{'H':>3} {'D':>4} {'T':>6} | " + " ".join(f"{n:>10}" for n in specs))
     for h, d, t in keys:
         print(f"{h:>3} {d:>4} {t:>6} | " +

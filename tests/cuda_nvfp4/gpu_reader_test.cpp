@@ -102,6 +102,50 @@ TEST(GpuReader, DequantizesTheSameBitsAsTheCpuReader) {
   }
 }
 
+// A cache of random bytes, every slot read: all 256 data bytes (every E2M1 code in both nibbles,
+// -0 included) and all 256 scale bytes (subnormal, NaN) dequantize as the CPU reader does them.
+TEST(GpuReader, EveryCodeAndScaleByteReadsAsTheCpuReaderReadsIt) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(7);
+  for (const char* order : {"HND", "NHD"}) {
+    WriteCase c;
+    c.spec.block_size = 16;
+    c.spec.num_kv_heads = 4;
+    c.spec.head_size = 64;
+    c.spec.num_blocks = 8;
+    c.spec.layout.order = order;
+    c.tokens = c.spec.num_blocks * c.spec.block_size;  // 128 tokens: 65,536 data bytes
+    c.k_scale = 0.75f;
+    c.v_scale = 2.5f;
+    shape_case(c);
+    c.slots.resize(static_cast<size_t>(c.tokens));
+    std::iota(c.slots.begin(), c.slots.end(), 0);
+    std::shuffle(c.slots.begin(), c.slots.end(), rng);
+    SCOPED_TRACE(c.describe());
+    const Nvfp4PageLayout layout(c.spec);
+    const std::vector<uint8_t> cache = poison(layout.cache_bytes(), 1234);
+    DeviceCase d = upload_case(c, cache);
+    ASSERT_FALSE(HasFatalFailure());
+    auto reader = make_reader(c.spec);
+    ASSERT_TRUE(reader);
+    const int64_t T = c.tokens, H = c.spec.num_kv_heads, D = c.spec.head_size;
+    DeviceBuffer out(static_cast<size_t>(2 * T * H * D * 4));
+    ReadArgs r;
+    r.cache = d.args.cache;
+    r.slot_mapping = d.args.slot_mapping;
+    r.key = make_view(out.get(), DType::f32, {T, H, D}, Device::cuda(0));
+    r.value = make_view(static_cast<float*>(out.get()) + T * H * D, DType::f32, {T, H, D},
+                        Device::cuda(0));
+    r.k_scale = c.k_scale;
+    r.v_scale = c.v_scale;
+    const Status rs = reader->read(r);
+    ASSERT_TRUE(rs.is_ok()) << rs.message();
+    const std::vector<float> gpu = out.download_all<float>();
+    const std::vector<float> cpu = cpu_read(c, cache);
+    ASSERT_EQ(count_mismatches(gpu, cpu, T * H * D, T * H * D, T, H * D), 0);
+  }
+}
+
 // Geometries and cache pointers whose data rows are only 4-, 2- or 1-byte aligned: the writer's
 // narrow stores and the reader's byte loads (data_access_bytes < 8), against the reference bytes
 // and the CPU reader's values.

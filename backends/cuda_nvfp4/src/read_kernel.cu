@@ -6,7 +6,8 @@
 // earlier one-thread-per-group version stored 4 x 16 bytes per thread, and each warp store
 // instruction touched 32 pieces spread over 2 KiB: about 24% of copy bandwidth on the H200).
 // Every value is kvq::nvfp4_dequantize(code, scale, k_scale) -- the one definition every reader
-// uses, so this reader agrees with the CPU one bit for bit.
+// uses -- with its E2M1 decode done by byte permutes, so this reader agrees with the CPU one bit
+// for bit (tests/cuda_nvfp4/gpu_reader_test.cpp reads every code and scale byte).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -27,6 +28,32 @@ static_assert(kReadThreadsPerItem == 4, "the kernel splits a group of 16 into 4 
 __device__ __forceinline__ uint32_t load_codes(const uint8_t* p, int access) {
   if (access >= 2) return __ldg(reinterpret_cast<const unsigned short*>(p));
   return static_cast<uint32_t>(__ldg(p)) | (static_cast<uint32_t>(__ldg(p + 1)) << 8);
+}
+
+// Four E2M1 codes (element j in bits [4j, 4j + 4) of `codes`) as floats, bit for bit
+// kvq::e2m1_to_float. Every E2M1 value is exact in bf16, so each is two bytes, the rest zero, and
+// byte permutes look them up: the magnitude m = code & 7 selects its exponent byte and the byte
+// after from two 8-entry tables, and the sign bit joins the exponent byte. 13 instructions for 4
+// values, against 7-9 a value for the arithmetic decode (docs/perf-notes.md, v13).
+__device__ __forceinline__ void e2m1x4_to_float(uint32_t codes, float (&v)[4]) {
+  const uint32_t m = codes & 0x7777u;  // a selector: nibble j picks byte m_j of {x, y}
+  // m:          0     1     2     3     4     5     6     7
+  // |value|:    0     0.5   1     1.5   2     3     4     6
+  // bits 31-24: 00    3F    3F    3F    40    40    40    40
+  // bits 23-16: 00    00    80    C0    00    40    80    C0
+  const uint32_t exp_bytes = __byte_perm(0x3F3F3F00u, 0x40404040u, m);  // byte j: value j's
+  const uint32_t low_bytes = __byte_perm(0xC0800000u, 0xC0804000u, m);
+  // Sign of value j (bit 4j + 3) to bit 8j + 7: the code bytes doubled ([c0, c0, c1, c1], byte 0
+  // first), even bytes shifted up a nibble.
+  const uint32_t twice = __byte_perm(codes, 0u, 0x1100u);
+  const uint32_t signs = ((twice << 4) & 0x00800080u) | (twice & 0x80008000u);
+  const uint32_t top = exp_bytes | signs;
+  const uint32_t v01 = __byte_perm(low_bytes, top, 0x5140u);  // [low0, top0, low1, top1]
+  const uint32_t v23 = __byte_perm(low_bytes, top, 0x7362u);
+  v[0] = __uint_as_float(v01 << 16);
+  v[1] = __uint_as_float(v01 & 0xFFFF0000u);
+  v[2] = __uint_as_float(v23 << 16);
+  v[3] = __uint_as_float(v23 & 0xFFFF0000u);
 }
 
 __global__ void __launch_bounds__(kMaxThreads)
@@ -71,11 +98,12 @@ __global__ void __launch_bounds__(kMaxThreads)
   }
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
+    // nvfp4_dequantize(code_j, scale, k_scale), its E2M1 decode four codes at a time.
+    const float step = detail::mul_rn(e4m3_to_float(scale[s]), d.scale[s]);
     float v[4];
+    e2m1x4_to_float(codes[s], v);
 #pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      v[j] = nvfp4_dequantize(static_cast<uint8_t>(codes[s] >> (4 * j)), scale[s], d.scale[s]);
-    }
+    for (int j = 0; j < 4; ++j) v[j] = detail::mul_rn(v[j], step);
     // Streaming store: the output is written once and not read back by this kernel.
     __stcs(dst[s], make_float4(v[0], v[1], v[2], v[3]));
   }
