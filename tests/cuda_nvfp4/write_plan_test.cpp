@@ -47,7 +47,7 @@ class WritePlanTest : public ::testing::Test {
   WriteKernelDesc desc_{};
   // The H200's: pairs from 2 x 2 x 132 SMs x 4 blocks x 256, one side a thread up to
   // 132 SMs x 256, streaming loads up to 2 x 132 SMs x 256.
-  WriteSizeBars bars_{540672, 33792, 67584};
+  WriteSizeBars bars_{540672, 33792, 67584, 16896};
   InputType input_{};
 };
 
@@ -66,6 +66,7 @@ TEST_F(WritePlanTest, ValidWriteFillsTheDescriptor) {
   EXPECT_EQ(desc_.groups_per_thread, 1);  // 320 items: under bars_.pair_min_items
   EXPECT_EQ(desc_.sides_per_thread, 1);   // and under bars_.split_max_items
   EXPECT_EQ(desc_.streaming_loads, 1);    // and under bars_.stream_max_items
+  EXPECT_EQ(desc_.early_trigger, 1);      // and under bars_.early_max_items
   EXPECT_EQ(desc_.page.data_access_bytes, 8);
   EXPECT_EQ(desc_.global_scale[0], 2.0f);
   EXPECT_EQ(desc_.inv_global_scale[0], 0.5f);
@@ -247,6 +248,21 @@ TEST_F(WritePlanTest, SmallOneGroupWritesLoadEvictFirst) {
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.groups_per_thread, 2);
   EXPECT_EQ(desc_.streaming_loads, 0);
+}
+
+TEST_F(WritePlanTest, OnlyTheSmallestOneSideWritesTriggerTheNextLaunchEarly) {
+  bars_ = {540672, 1000, 1000, 320};  // this write's items
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 1);
+  EXPECT_EQ(desc_.early_trigger, 1);
+  bars_.early_max_items = 319;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 1);
+  EXPECT_EQ(desc_.early_trigger, 0);
+  bars_ = {540672, 0, 1000, 1000};  // both sides a thread: never early, whatever the bar
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 2);
+  EXPECT_EQ(desc_.early_trigger, 0);
 }
 
 TEST_F(WritePlanTest, ZeroTokensIsAValidEmptyWrite) {

@@ -91,10 +91,13 @@ struct WriteKernelDesc {
   //   streaming_loads    1: inputs prefetched into L2 before the programmatic-launch wait and
   //                      loaded evict-first (ld.global.cs): one side a thread, and one-group
   //                      writes of at most stream_max_items; 0: the read-only path
+  //   early_trigger      1: the next kernel may launch before this grid's programmatic-launch
+  //                      wait rather than after it: one side a thread, writes of at most
+  //                      early_max_items
   int32_t groups_per_thread;
   int32_t sides_per_thread;
   int32_t streaming_loads;
-  int32_t pad_;  // explicit, so that plan_write fills every byte (no implicit tail padding)
+  int32_t early_trigger;
 };
 
 // The write sizes (in items) where the thread mapping changes, from the kernels' occupancy on
@@ -103,6 +106,7 @@ struct WriteSizeBars {
   uint64_t pair_min_items = 0;    // at least this many: two groups a thread
   uint64_t split_max_items = 0;   // at most this many: one side a thread
   uint64_t stream_max_items = 0;  // at most this many (and one group a thread): streaming loads
+  uint64_t early_max_items = 0;   // at most this many (and one side a thread): early trigger
 };
 
 struct ReadKernelDesc {

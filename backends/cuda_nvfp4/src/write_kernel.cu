@@ -8,8 +8,9 @@
 //     and warps;
 //   - writes too small to fill the GPU: G = 1, one side a thread. Such a write is bound by each
 //     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
-// One-group writes of up to two blocks of 256 per SM prefetch their inputs into L2 before the
-// programmatic-launch wait (v12) and load them evict-first (v11).
+// One-group writes of up to two blocks of 256 per SM prefetch their inputs and slots into L2
+// before the programmatic-launch wait (v12-v13) and load them evict-first (v11); one-side writes
+// of up to one block per SM let the next kernel launch before that wait (v13).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
 // of data rows; every byte is read once and written once.
 #include <cuda_runtime.h>
@@ -155,7 +156,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
   }
 }
 
-template <InputType In, bool kUseHwE2m1, int G, int kSides, bool kStream>
+template <InputType In, bool kUseHwE2m1, int G, int kSides, bool kStream, bool kEarly>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
     nvfp4_write_kernel(const __grid_constant__ WriteKernelDesc d) {
   const uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
@@ -173,22 +174,32 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   // on the stream is still running; nothing it wrote (inputs, slots, scales, cache) is read or
   // written before the wait (an L2 prefetch is no read: it returns no data to this thread), which
   // returns when that kernel has finished and its writes are visible.
-  // The next kernel may be scheduled at once: its blocks take SMs as ours retire, and it waits
-  // for this grid in turn.
+  // The next kernel may launch once every block here has triggered; it waits for this grid in
+  // turn. Triggered after the wait, its blocks take SMs as ours retire. Triggered before it
+  // (kEarly: grids of at most one block per SM), a chain of small writes has three grids
+  // resident at once, the next prefetching while this one waits for the one before: measured on
+  // the H200 (docs/perf-notes.md, v13), graph replays +7 to +20% from 1,024 to 16,384 items;
+  // -1 to -8% at two blocks per SM (32,768 items), -25% with both sides a thread at 65,536
+  // (three grids no longer fit), so only below WriteSizeBars::early_max_items.
   if constexpr (kStream) {
     // Small writes: start the input reads from DRAM under the previous kernel's tail (in a chain
     // of writes, the write before). Only into L2, where every SM's writes land, so a line
     // fetched before the wait is never a stale copy of data that kernel writes; the loads after
     // the wait are the ones whose values count. Where that kernel made the inputs they are in L2
     // already and this costs two instructions. Measured: perf-notes, v12.
+    const ItemIndex ix = split_item(d.page, item);
 #pragma unroll
     for (int s = 0; s < kSides; ++s) {
-      const char* p = unit_input<In>(d, split_item(d.page, item), side0 + s);
+      const char* p = unit_input<In>(d, ix, side0 + s);
       asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
     }
+    const char* slot = static_cast<const char*>(d.slots) +
+                       static_cast<int64_t>(ix.token) * (d.slots_are_i64 ? 8 : 4);
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(slot));
   }
+  if constexpr (kEarly) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");
-  asm volatile("griddepcontrol.launch_dependents;");
+  if constexpr (!kEarly) asm volatile("griddepcontrol.launch_dependents;");
 
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
@@ -208,31 +219,41 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   write_unit<In, kUseHwE2m1, G, kSides>(d, u, global, inv_global);
 }
 
-// How a kernel maps items to threads: the descriptor's groups_per_thread, sides_per_thread and
-// streaming_loads. plan_write picks one of kMappings.
+// How a kernel maps items to threads and when it triggers the next launch: the descriptor's
+// groups_per_thread, sides_per_thread, streaming_loads and early_trigger. plan_write picks one of
+// kMappings.
 struct Mapping {
   int groups;
   int sides;
   bool streaming;
+  bool early_trigger;
 };
-constexpr Mapping kMappings[] = {{2, 2, false}, {1, 2, false}, {1, 2, true}, {1, 1, true}};
+constexpr Mapping kMappings[] = {{2, 2, false, false},
+                                 {1, 2, false, false},
+                                 {1, 2, true, false},
+                                 {1, 1, true, false},
+                                 {1, 1, true, true}};
 
 // The kernel for (input, hardware E2M1, mapping). f32 input runs one group a thread: two would
 // hold 16 16-byte loads in flight per thread, past a 64-register budget. One side a thread
-// always streams (its writes are below the streaming bar).
+// always streams (its writes are below the streaming bar); only it triggers early.
 template <InputType In, bool kUseHwE2m1>
 const void* kernel_for(Mapping m) {
   if constexpr (In != InputType::f32) {
     if (m.groups == 2) {
-      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false>);
+      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false, false>);
     }
   }
   if (m.sides == 1) {
-    return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true>);
+    return m.early_trigger
+               ? reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, true>)
+               : reinterpret_cast<const void*>(
+                     nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, false>);
   }
   return m.streaming
-             ? reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true>)
-             : reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false>);
+             ? reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false>)
+             : reinterpret_cast<const void*>(
+                   nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false, false>);
 }
 
 const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
@@ -284,11 +305,12 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
     pdl.val.programmaticStreamSerializationAllowed = 1;
     config.attrs = &pdl;
     config.numAttrs = 1;
-    err = cudaLaunchKernelExC(&config,
-                              write_kernel(input, desc.use_hw_e2m1 != 0,
-                                           Mapping{desc.groups_per_thread, desc.sides_per_thread,
-                                                   desc.streaming_loads != 0}),
-                              args);
+    err = cudaLaunchKernelExC(
+        &config,
+        write_kernel(input, desc.use_hw_e2m1 != 0,
+                     Mapping{desc.groups_per_thread, desc.sides_per_thread,
+                             desc.streaming_loads != 0, desc.early_trigger != 0}),
+        args);
   }
   if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
   try {
@@ -302,7 +324,7 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
 int write_kernel_loadable(std::string* detail) noexcept {
   cudaFuncAttributes attr{};
   const cudaError_t err = cudaFuncGetAttributes(
-      &attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, {1, 2, false}));
+      &attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, {1, 2, false, false}));
   if (err == cudaSuccess) return cudaSuccess;
   (void)cudaGetLastError();
   if (detail) *detail = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
@@ -326,8 +348,8 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // of the two-group kernel are 132 x 4 x 256 there, so the bar sits at 540,672 items.
   int blocks_per_sm = 0;
   if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, {2, 2, false}), kMaxThreads,
-          0);
+          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, {2, 2, false, false}),
+          kMaxThreads, 0);
       err != cudaSuccess) {
     return err;
   }
@@ -346,6 +368,9 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // its four 16-byte loads a thread returning to a line L2 has already let go); the prefetch
   // another +8 to +12% (32x128 T=256: 3.50 us with neither, 3.02 with both).
   bars->stream_max_items = 2 * sms * kMaxThreads;
+  // The early trigger while the one-side grid is at most one block of 256 per SM (see the
+  // kernel): items x 2 sides <= SMs x 256 threads.
+  bars->early_max_items = sms * kMaxThreads / 2;
   return cudaSuccess;
 }
 

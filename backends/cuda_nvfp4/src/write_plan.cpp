@@ -308,7 +308,7 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.sides_per_thread = d.groups_per_thread == 1 && items <= bars.split_max_items ? 1 : 2;
   const bool small = d.sides_per_thread == 1 || items <= bars.stream_max_items;
   d.streaming_loads = d.groups_per_thread == 1 && small ? 1 : 0;
-  d.pad_ = 0;
+  d.early_trigger = d.sides_per_thread == 1 && items <= bars.early_max_items ? 1 : 0;
   d.page.data_access_bytes =
       data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
   d.out_of_range = nullptr;

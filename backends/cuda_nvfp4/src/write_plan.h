@@ -20,7 +20,8 @@ Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out);
 // Two groups a thread (desc.groups_per_thread = 2) when head_size / 16 is even, the input 16-bit
 // and the write has at least bars.pair_min_items items; one side a thread (sides_per_thread = 1)
 // for one-group writes of at most bars.split_max_items; streaming input loads for those and for
-// one-group writes of at most bars.stream_max_items (preload_write_kernels sets all three).
+// one-group writes of at most bars.stream_max_items; the next kernel launched before the wait for
+// one-side writes of at most bars.early_max_items (preload_write_kernels sets every bar).
 //   key/value      [T, H, D] bf16|f16|f32 (same dtype), on `device`, last dim contiguous, data
 //                  pointer and token/head strides 16-byte aligned (16-byte vector loads)
 //   slot_mapping   [T] i64|i32 on `device`, contiguous
