@@ -66,6 +66,27 @@ int64_t count_mismatches(const std::vector<float>& gpu, const std::vector<float>
   return mismatches;
 }
 
+// `reader` reads the case's slots from `d`'s cache into contiguous [T, H, D] key and value
+// outputs: every value equals the CPU reader's on `cache` (the same bytes, on the host).
+void expect_gpu_read_equals_cpu_read(const WriteCase& c, const DeviceCase& d, KVCacheReader& reader,
+                                     const std::vector<uint8_t>& cache) {
+  const int64_t T = c.tokens, H = c.spec.num_kv_heads, D = c.spec.head_size;
+  DeviceBuffer out(static_cast<size_t>(2 * T * H * D * 4));
+  ReadArgs r;
+  r.cache = d.args.cache;
+  r.slot_mapping = d.args.slot_mapping;
+  r.key = make_view(out.get(), DType::f32, {T, H, D}, Device::cuda(0));
+  r.value =
+      make_view(static_cast<float*>(out.get()) + T * H * D, DType::f32, {T, H, D}, Device::cuda(0));
+  r.k_scale = c.k_scale;
+  r.v_scale = c.v_scale;
+  const Status rs = reader.read(r);
+  ASSERT_TRUE(rs.is_ok()) << rs.message();
+  const std::vector<float> gpu = out.download_all<float>();
+  const std::vector<float> cpu = cpu_read(c, cache);
+  ASSERT_EQ(count_mismatches(gpu, cpu, T * H * D, T * H * D, T, H * D), 0);
+}
+
 TEST(GpuReader, DequantizesTheSameBitsAsTheCpuReader) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(2024);
@@ -128,21 +149,7 @@ TEST(GpuReader, EveryCodeAndScaleByteReadsAsTheCpuReaderReadsIt) {
     ASSERT_FALSE(HasFatalFailure());
     auto reader = make_reader(c.spec);
     ASSERT_TRUE(reader);
-    const int64_t T = c.tokens, H = c.spec.num_kv_heads, D = c.spec.head_size;
-    DeviceBuffer out(static_cast<size_t>(2 * T * H * D * 4));
-    ReadArgs r;
-    r.cache = d.args.cache;
-    r.slot_mapping = d.args.slot_mapping;
-    r.key = make_view(out.get(), DType::f32, {T, H, D}, Device::cuda(0));
-    r.value = make_view(static_cast<float*>(out.get()) + T * H * D, DType::f32, {T, H, D},
-                        Device::cuda(0));
-    r.k_scale = c.k_scale;
-    r.v_scale = c.v_scale;
-    const Status rs = reader->read(r);
-    ASSERT_TRUE(rs.is_ok()) << rs.message();
-    const std::vector<float> gpu = out.download_all<float>();
-    const std::vector<float> cpu = cpu_read(c, cache);
-    ASSERT_EQ(count_mismatches(gpu, cpu, T * H * D, T * H * D, T, H * D), 0);
+    ASSERT_NO_FATAL_FAILURE(expect_gpu_read_equals_cpu_read(c, d, *reader, cache));
   }
 }
 
@@ -210,21 +217,7 @@ TEST(GpuReader, NarrowlyAlignedCachesWriteAndReadTheReferenceValues) {
       ASSERT_FALSE(HasFatalFailure());
       ASSERT_EQ(compare_cache(got, want, layout.descriptor()), "");
 
-      const int64_t T = c.tokens, H = g.heads, D = g.head_size;
-      DeviceBuffer out(static_cast<size_t>(2 * T * H * D * 4));
-      ReadArgs r;
-      r.cache = d.args.cache;
-      r.slot_mapping = d.args.slot_mapping;
-      r.key = make_view(out.get(), DType::f32, {T, H, D}, Device::cuda(0));
-      r.value = make_view(static_cast<float*>(out.get()) + T * H * D, DType::f32, {T, H, D},
-                          Device::cuda(0));
-      r.k_scale = c.k_scale;
-      r.v_scale = c.v_scale;
-      const Status rs = reader->read(r);
-      ASSERT_TRUE(rs.is_ok()) << rs.message();
-      const std::vector<float> gpu = out.download_all<float>();
-      const std::vector<float> cpu = cpu_read(c, want);
-      ASSERT_EQ(count_mismatches(gpu, cpu, T * H * D, T * H * D, T, H * D), 0);
+      ASSERT_NO_FATAL_FAILURE(expect_gpu_read_equals_cpu_read(c, d, *reader, want));
     }
   }
 }
