@@ -1,66 +1,26 @@
 // `kvq bench` end to end with the reference_cpu plugin: a tiny sweep whose JSON must hold every
 // key with positive numbers, its exit statuses, and --plot when matplotlib is there.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
-#include <cstdlib>
 #include <filesystem>
-#include <fstream>
 #include <nlohmann/json.hpp>
-#include <sstream>
 #include <string>
+
+#include "kvq_cli_fixture.h"
 
 namespace {
 namespace fs = std::filesystem;
+using kvq::test::slurp;
 
-struct BenchRun {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class BenchCli : public ::testing::Test {
+class BenchCli : public kvq::test::KvqCliTest {
  protected:
   void SetUp() override {
-    if (env("KVQ_BUILD_DIR").empty() || env("KVQ_SOURCE_DIR").empty()) {
-      GTEST_SKIP() << "KVQ_BUILD_DIR / KVQ_SOURCE_DIR not set (run through ctest)";
-    }
-    kvq_ = fs::path(env("KVQ_BUILD_DIR")) / "bin" / "kvq";
-    config_ = fs::path(env("KVQ_SOURCE_DIR")) / "configs" / "reference_cpu.yaml";
-    dir_ = fs::temp_directory_path() /
-           ("kvq_bench_cli_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    KvqCliTest::SetUp();
+    config_ = source_ / "configs" / "reference_cpu.yaml";
   }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
+  kvq::test::CliResult bench(const std::string& args) const { return kvq("bench " + args); }
 
-  BenchRun bench(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd =
-        kvq_.string() + " bench " + args + " >" + out.string() + " 2>" + err.string();
-    const int raw = std::system(cmd.c_str());
-    BenchRun r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-
-  fs::path kvq_, config_, dir_;
+  fs::path config_;
 };
 
 // "[3/8] H=" (GCC 12 warns falsely about "[" + std::string).
@@ -93,10 +53,11 @@ void expect_timing(const nlohmann::json& t, int iterations, const std::string& w
 
 TEST_F(BenchCli, TinyReferenceCpuSweepKeepsEveryNumber) {
   const fs::path json = dir_ / "bench.json";
-  const BenchRun r = bench(config_.string() +
-                           " --shapes 8x128x16,1x64 --tokens 1,20 --threads 1,2 --iterations 3 "
-                           "--json " +
-                           json.string());
+  const kvq::test::CliResult r =
+      bench(config_.string() +
+            " --shapes 8x128x16,1x64 --tokens 1,20 --threads 1,2 --iterations 3 "
+            "--json " +
+            json.string());
   ASSERT_EQ(r.status, 0) << r.err;
   const auto doc = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(doc["tool"], "kvq bench");
@@ -137,7 +98,7 @@ TEST_F(BenchCli, TinyReferenceCpuSweepKeepsEveryNumber) {
 }
 
 TEST_F(BenchCli, BadShapesIsAUsageErrorOnOneLine) {
-  const BenchRun r = bench(config_.string() + " --shapes 8by128");
+  const kvq::test::CliResult r = bench(config_.string() + " --shapes 8by128");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(r.err,
             "kvq: --shapes: expected HEADSxHEAD_SIZE or HEADSxHEAD_SIZExBLOCK_SIZE items (e.g. "
@@ -145,7 +106,7 @@ TEST_F(BenchCli, BadShapesIsAUsageErrorOnOneLine) {
 }
 
 TEST_F(BenchCli, UnwritableJsonFailsBeforeTiming) {
-  const BenchRun r =
+  const kvq::test::CliResult r =
       bench(config_.string() + " --tokens 1 --json " + (dir_ / "no" / "x.json").string());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("x.json: cannot write the bench results"), std::string::npos) << r.err;
@@ -153,7 +114,7 @@ TEST_F(BenchCli, UnwritableJsonFailsBeforeTiming) {
 }
 
 TEST_F(BenchCli, PlotDrawsAPng) {
-  const fs::path script = fs::path(env("KVQ_SOURCE_DIR")) / "scripts" / "plot_bench.py";
+  const fs::path script = source_ / "scripts" / "plot_bench.py";
   bool have_matplotlib = false;
   for (const char* python : {"python3", "/usr/bin/python3"}) {
     const std::string cmd =
@@ -162,10 +123,10 @@ TEST_F(BenchCli, PlotDrawsAPng) {
   }
   if (!have_matplotlib) GTEST_SKIP() << "no python3 with matplotlib (scripts/install-deps.sh)";
   const fs::path png = dir_ / "bench.png";
-  const BenchRun r = bench(config_.string() +
-                           " --shapes 1x64x16 --tokens 1,16 --threads 1 "
-                           "--iterations 3 --plot " +
-                           png.string());
+  const kvq::test::CliResult r = bench(config_.string() +
+                                       " --shapes 1x64x16 --tokens 1,16 --threads 1 "
+                                       "--iterations 3 --plot " +
+                                       png.string());
   ASSERT_EQ(r.status, 0) << r.err;
   const std::string bytes = slurp(png);
   ASSERT_GT(bytes.size(), 1000u);

@@ -2,23 +2,22 @@
 // command-line contract of shared/design/architecture.md says: the files' tensor names, dtypes and
 // metadata, --cache, and exit statuses 0 / 1 / 2 with one stderr line naming the file.
 #include <gtest/gtest.h>
-#include <sys/wait.h>
 
 #include <cmath>
-#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
-#include <sstream>
 #include <string>
 
 #include "kvq/core/safetensors.h"
 #include "kvq/core/status.h"
 #include "kvq/reference_cpu/reference_writer.h"
+#include "kvq_cli_fixture.h"
 
 namespace kvq {
 namespace {
 namespace fs = std::filesystem;
+using test::slurp;
 
 // num_blocks 24 x block_size 16, H 2, D 128: page = 2 * (2*16*64 + 2*16*8) = 4608 bytes.
 constexpr int64_t kBlocks = 24, kBlockSize = 16, kHeads = 2, kHeadSize = 128, kPage = 4608;
@@ -38,23 +37,6 @@ cache:
   v_scale: 1.0
 log: { level: warn }
 )";
-
-struct Result {
-  int status = -1;
-  std::string out, err;
-};
-
-std::string env(const char* name) {
-  const char* v = std::getenv(name);
-  return v ? v : "";
-}
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
 
 uint16_t to_bf16(float f) {
   uint32_t u;
@@ -111,60 +93,41 @@ struct Input {
   }
 };
 
-class WriteReadCli : public ::testing::Test {
+class WriteReadCli : public test::KvqCliTest {
  protected:
   void SetUp() override {
-    if (env("KVQ_BUILD_DIR").empty()) GTEST_SKIP() << "KVQ_BUILD_DIR not set (run through ctest)";
-    kvq_ = fs::path(env("KVQ_BUILD_DIR")) / "bin" / "kvq";
-    dir_ = fs::temp_directory_path() /
-           ("kvq_write_read_" + std::to_string(::getpid()) + "_" +
-            ::testing::UnitTest::GetInstance()->current_test_info()->name());
-    fs::create_directories(dir_);
+    KvqCliTest::SetUp();
+    if (IsSkipped()) return;
     config_ = dir_ / "cfg.yaml";
     std::ofstream(config_) << kConfig;
     save_safetensors(path("in.safetensors"), input_.tensors());
   }
-  void TearDown() override {
-    std::error_code ec;
-    if (!dir_.empty()) fs::remove_all(dir_, ec);
-  }
 
-  std::string path(const std::string& name) const { return (dir_ / name).string(); }
-
-  Result kvq(const std::string& args) {
-    const fs::path out = dir_ / "stdout", err = dir_ / "stderr";
-    const std::string cmd = kvq_.string() + " " + args + " >" + out.string() + " 2>" + err.string();
-    const int raw = std::system(cmd.c_str());
-    Result r;
-    r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-    r.out = slurp(out);
-    r.err = slurp(err);
-    return r;
-  }
-  Result write(const std::string& extra, const std::string& out = "cache.safetensors",
-               const std::string& in = "in.safetensors") {
+  test::CliResult write(const std::string& extra, const std::string& out = "cache.safetensors",
+                        const std::string& in = "in.safetensors") {
     return kvq("write " + config_.string() + " --input " + path(in) + " --output " + path(out) +
                " " + extra);
   }
-  Result read(const std::string& cache = "cache.safetensors",
-              const std::string& slots = "in.safetensors", const std::string& config = "") {
+  test::CliResult read(const std::string& cache = "cache.safetensors",
+                       const std::string& slots = "in.safetensors",
+                       const std::string& config = "") {
     return kvq("read " + (config.empty() ? config_.string() : config) + " --cache " + path(cache) +
                " --slot-mapping " + path(slots) + " --output " + path("out.safetensors"));
   }
 
   // Exit status `status` and one stderr line starting with "kvq: " + `prefix`.
-  static void expect_failure(const Result& r, int status, const std::string& prefix) {
+  static void expect_failure(const test::CliResult& r, int status, const std::string& prefix) {
     EXPECT_EQ(r.status, status) << r.err;
     EXPECT_EQ(r.err.rfind("kvq: " + prefix, 0), 0u) << r.err;
     EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << r.err;
   }
 
-  fs::path kvq_, dir_, config_;
+  fs::path config_;
   Input input_;
 };
 
 TEST_F(WriteReadCli, WriteThenReadReproducesTheRoundTripError) {
-  const Result w = write("");
+  const test::CliResult w = write("");
   ASSERT_EQ(w.status, 0) << w.err;
   EXPECT_EQ(w.err, "");
   EXPECT_NE(w.out.find("wrote 270 tokens (30 padding) with reference_cpu"), std::string::npos)
@@ -202,7 +165,7 @@ TEST_F(WriteReadCli, WriteThenReadReproducesTheRoundTripError) {
     EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), kv.bytes.begin()));
   }
 
-  const Result r = read();
+  const test::CliResult r = read();
   ASSERT_EQ(r.status, 0) << r.err;
   const auto out = SafetensorsFile::load(path("out.safetensors"));
   const SafetensorsTensor& key = out.at("key");
@@ -235,7 +198,7 @@ TEST_F(WriteReadCli, ScalesFromTheInputAreUsedAndRecorded) {
   EXPECT_EQ(cache.metadata().at("v_scale"), "0.0078125");
   // A slot-mapping file without scales: the ones the cache records are used.
   save_safetensors(path("slots.safetensors"), {input_.tensors()[2]});
-  const Result r = read("cache.safetensors", "slots.safetensors");
+  const test::CliResult r = read("cache.safetensors", "slots.safetensors");
   ASSERT_EQ(r.status, 0) << r.err;
   const auto out = SafetensorsFile::load(path("out.safetensors"));
   const auto* k = reinterpret_cast<const float*>(out.at("key").bytes.data());
@@ -251,8 +214,9 @@ TEST_F(WriteReadCli, CacheOptionExtendsAnExistingCache) {
   save_safetensors(path("second.safetensors"), input_.tensors(120, kTokens));
   ASSERT_EQ(write("", "whole.safetensors").status, 0);
   ASSERT_EQ(write("", "half.safetensors", "first.safetensors").status, 0);
-  const Result w = write("--cache " + path("half.safetensors") + " --backend reference_cpu",
-                         "both.safetensors", "second.safetensors");
+  const test::CliResult w =
+      write("--cache " + path("half.safetensors") + " --backend reference_cpu", "both.safetensors",
+            "second.safetensors");
   ASSERT_EQ(w.status, 0) << w.err;
   const auto whole = SafetensorsFile::load(path("whole.safetensors"));
   const auto both = SafetensorsFile::load(path("both.safetensors"));
@@ -309,7 +273,7 @@ TEST_F(WriteReadCli, BadInputsExitTwoNamingTheFile) {
                  path("truncated.safetensors") + ": ");
   expect_failure(write("", "c.safetensors", "nope.safetensors"), 2,
                  path("nope.safetensors") + ": no such file");
-  const Result usage = kvq("write " + config_.string() + " --input " + in);
+  const test::CliResult usage = kvq("write " + config_.string() + " --input " + in);
   EXPECT_EQ(usage.status, 2) << usage.err;
 }
 
