@@ -39,11 +39,13 @@ function(kvq_add_backend name)
 endfunction()
 
 # kvq_add_test(NAME LABEL unit|plugin|gpu SOURCES... [LINK libs...] [TIMEOUT s])
-# One GoogleTest binary in bin/, registered with ctest under LABEL.
+# One GoogleTest binary in bin/, registered with ctest under LABEL; tests/support (helpers
+# shared by several test folders) is on its include path.
 function(kvq_add_test name)
   cmake_parse_arguments(ARG "" "LABEL;TIMEOUT" "SOURCES;LINK" ${ARGN})
   add_executable(${name} ${ARG_SOURCES} ${ARG_UNPARSED_ARGUMENTS})
   target_link_libraries(${name} PRIVATE GTest::gtest GTest::gtest_main ${ARG_LINK})
+  target_include_directories(${name} PRIVATE ${PROJECT_SOURCE_DIR}/tests/support)
   kvq_set_warnings(${name})
   if(NOT ARG_TIMEOUT)
     set(ARG_TIMEOUT 600)

@@ -26,6 +26,7 @@
 #include "kvq/layouts/nvfp4_page_layout.h"
 #include "kvq/reference_cpu/reference_writer.h"
 #include "probe.h"
+#include "shard_compare.h"
 
 namespace kvq::cuda_nvfp4 {
 namespace {
@@ -222,51 +223,6 @@ class Shard {
   Clock::time_point start_, issued_, end_;
 };
 
-// The shard's cache against the single writer's, at the offsets both layouts give for the same
-// (side, token, head, group) in every page: "" when every byte is equal, else the first
-// difference. The page has no padding, so this covers every byte of the shard's cache.
-std::string compare_shard(const PageLayout& full, const std::vector<uint8_t>& full_bytes,
-                          const PageLayout& shard, const std::vector<uint8_t>& shard_bytes,
-                          int64_t head_begin) {
-  const PageGeometry& g = shard.geometry();
-  const auto data_bytes = static_cast<uint64_t>(shard.data_bytes_per_group());
-  uint64_t compared = 0;
-  for (int64_t b = 0; b < g.num_blocks; ++b) {
-    const uint64_t fp = static_cast<uint64_t>(b) * full.page_bytes();
-    const uint64_t sp = static_cast<uint64_t>(b) * shard.page_bytes();
-    for (Side side : {Side::k, Side::v}) {
-      for (int64_t t = 0; t < g.block_size; ++t) {
-        for (int64_t h = 0; h < g.num_kv_heads; ++h) {
-          for (int64_t s = 0; s < shard.groups(); ++s) {
-            auto where = [&] {
-              return "block " + std::to_string(b) + " side " + (side == Side::k ? "K" : "V") +
-                     " token " + std::to_string(t) + " head " + std::to_string(head_begin + h) +
-                     " group " + std::to_string(s);
-            };
-            const uint64_t fd = fp + full.data_offset(side, t, head_begin + h, s);
-            const uint64_t sd = sp + shard.data_offset(side, t, h, s);
-            if (std::memcmp(&full_bytes[fd], &shard_bytes[sd], data_bytes) != 0) {
-              return "data bytes differ at " + where();
-            }
-            const uint8_t fs = full_bytes[fp + full.scale_offset(side, t, head_begin + h, s)];
-            const uint8_t ss = shard_bytes[sp + shard.scale_offset(side, t, h, s)];
-            if (fs != ss) {
-              return "scale differs at " + where() + ": " + std::to_string(ss) + " vs " +
-                     std::to_string(fs);
-            }
-            compared += data_bytes + 1;
-          }
-        }
-      }
-    }
-  }
-  if (compared != shard_bytes.size()) {
-    return "compared " + std::to_string(compared) + " of " + std::to_string(shard_bytes.size()) +
-           " bytes";
-  }
-  return "";
-}
-
 // "" when equal, else the first differing byte and how many differ (never the whole buffers).
 std::string first_difference(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want) {
   if (got.size() != want.size()) {
@@ -364,7 +320,8 @@ void check_shards(const CacheSpec& s, const std::vector<Rows>& writes,
     EXPECT_EQ(sk, 0);
     const std::vector<uint8_t> bytes = sh->cache_bytes();
     total += bytes.size();
-    EXPECT_EQ(compare_shard(one.layout(), full, sh->layout(), bytes, sh->head_begin()), "")
+    EXPECT_EQ(kvq::test::compare_shard(one.layout(), full, sh->layout(), bytes, sh->head_begin()),
+              "")
         << "shard of KV heads from " << sh->head_begin();
   }
   EXPECT_EQ(total, full.size());

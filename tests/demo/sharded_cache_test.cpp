@@ -14,6 +14,7 @@
 #include "kv_generator.h"
 #include "kvq/core/page_layout.h"
 #include "kvq/core/registry.h"
+#include "shard_compare.h"
 
 namespace kvq::demo {
 namespace {
@@ -93,43 +94,6 @@ std::vector<uint16_t> rows(int64_t seq, int64_t tokens, bool value) {
   return out;
 }
 
-// Shard s's page for KV heads [b, b + n) against the full cache's page, byte for byte at the
-// offsets both layouts give for the same (side, token, head, group); "" when equal.
-std::string compare_shard(const PageLayout& full, const std::vector<uint8_t>& full_bytes,
-                          const PageLayout& shard, const std::vector<uint8_t>& shard_bytes,
-                          int64_t head_begin) {
-  const PageGeometry& g = shard.geometry();
-  const auto data_bytes = static_cast<uint64_t>(shard.data_bytes_per_group());
-  for (int64_t b = 0; b < g.num_blocks; ++b) {
-    const uint64_t fp = static_cast<uint64_t>(b) * full.page_bytes();
-    const uint64_t sp = static_cast<uint64_t>(b) * shard.page_bytes();
-    for (Side side : {Side::k, Side::v}) {
-      for (int64_t t = 0; t < g.block_size; ++t) {
-        for (int64_t h = 0; h < g.num_kv_heads; ++h) {
-          for (int64_t s = 0; s < shard.groups(); ++s) {
-            const uint64_t fd = fp + full.data_offset(side, t, head_begin + h, s);
-            const uint64_t sd = sp + shard.data_offset(side, t, h, s);
-            for (uint64_t i = 0; i < data_bytes; ++i) {
-              if (full_bytes[fd + i] != shard_bytes[sd + i]) {
-                return "data byte of block " + std::to_string(b) + " side " +
-                       std::to_string(static_cast<int>(side)) + " token " + std::to_string(t) +
-                       " head " + std::to_string(head_begin + h) + " group " + std::to_string(s);
-              }
-            }
-            if (full_bytes[fp + full.scale_offset(side, t, head_begin + h, s)] !=
-                shard_bytes[sp + shard.scale_offset(side, t, h, s)]) {
-              return "scale of block " + std::to_string(b) + " side " +
-                     std::to_string(static_cast<int>(side)) + " token " + std::to_string(t) +
-                     " head " + std::to_string(head_begin + h) + " group " + std::to_string(s);
-            }
-          }
-        }
-      }
-    }
-  }
-  return "";
-}
-
 TEST(ShardedCache, ShardBytesAreTheSingleWritersBytes) {
   Registry registry;
   registry.scan({Registry::installed_plugin_dir()});
@@ -187,7 +151,8 @@ TEST(ShardedCache, ShardBytesAreTheSingleWritersBytes) {
         const PageLayout& layout = cache.layout(s);
         ASSERT_EQ(layout.geometry().num_kv_heads, kHeads / shards);
         total += bytes.size();
-        EXPECT_EQ(compare_shard(full_layout, full, layout, bytes, cache.head_begin(s)), "")
+        EXPECT_EQ(kvq::test::compare_shard(full_layout, full, layout, bytes, cache.head_begin(s)),
+                  "")
             << "shard " << s;
         for (int64_t h = 0; h < cache.num_heads(s); ++h) {
           content.clear();
