@@ -135,15 +135,14 @@ void make_workload(const Shape& s, Workload* w) {
   w->read_bytes = packed + 2.0 * THD * 4 + static_cast<double>(s.T) * 8;
 }
 
-Timing time_direct(KVCacheWriter& writer, const Workload& w, cudaStream_t stream) {
+// Median and spread of kIters launches (after kWarmup) of `launch(i)`, events around each.
+template <class Launch>
+Timing time_with_events(cudaStream_t stream, Launch&& launch) {
   Events ev;
   std::vector<double> ms;
   for (int i = 0; i < kWarmup + kIters; ++i) {
-    WriteArgs a = w.args[static_cast<size_t>(i) % w.args.size()];
-    a.stream = stream;
     check_cuda(cudaEventRecord(ev.a_, stream), "record");
-    const Status s = writer.write(a);
-    EXPECT_TRUE(s.is_ok()) << s.message();
+    launch(i);
     check_cuda(cudaEventRecord(ev.b_, stream), "record");
     check_cuda(cudaEventSynchronize(ev.b_), "sync");
     float t = 0;
@@ -151,6 +150,15 @@ Timing time_direct(KVCacheWriter& writer, const Workload& w, cudaStream_t stream
     if (i >= kWarmup) ms.push_back(t);
   }
   return summarize(ms);
+}
+
+Timing time_direct(KVCacheWriter& writer, const Workload& w, cudaStream_t stream) {
+  return time_with_events(stream, [&](int i) {
+    WriteArgs a = w.args[static_cast<size_t>(i) % w.args.size()];
+    a.stream = stream;
+    const Status s = writer.write(a);
+    EXPECT_TRUE(s.is_ok()) << s.message();
+  });
 }
 
 // nullopt (and a test failure) when a capture failed: the report goes on without the number.
@@ -166,27 +174,16 @@ std::optional<Timing> time_graph(KVCacheWriter& writer, const Workload& w, cudaS
     check_cuda(cudaGraphUpload(graphs.back()->exec(), stream), "upload");
     if (::testing::Test::HasFailure()) return std::nullopt;
   }
-  Events ev;
-  std::vector<double> ms;
-  for (int i = 0; i < kWarmup + kIters; ++i) {
-    check_cuda(cudaEventRecord(ev.a_, stream), "record");
+  return time_with_events(stream, [&](int i) {
     check_cuda(cudaGraphLaunch(graphs[static_cast<size_t>(i) % graphs.size()]->exec(), stream),
                "replay");
-    check_cuda(cudaEventRecord(ev.b_, stream), "record");
-    check_cuda(cudaEventSynchronize(ev.b_), "sync");
-    float t = 0;
-    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
-    if (i >= kWarmup) ms.push_back(t);
-  }
-  return summarize(ms);
+  });
 }
 
 Timing time_read(KVCacheReader& reader, const Workload& w, cudaStream_t stream) {
   const int64_t T = w.args[0].key.shape[0], H = w.spec.num_kv_heads, D = w.spec.head_size;
   DeviceBuffer out(static_cast<size_t>(2 * T * H * D * 4));
-  Events ev;
-  std::vector<double> ms;
-  for (int i = 0; i < kWarmup + kIters; ++i) {
+  return time_with_events(stream, [&](int i) {
     ReadArgs r;
     r.cache = w.args[0].cache;
     r.slot_mapping = w.args[static_cast<size_t>(i) % w.args.size()].slot_mapping;
@@ -194,16 +191,9 @@ Timing time_read(KVCacheReader& reader, const Workload& w, cudaStream_t stream) 
     r.value = make_view(static_cast<float*>(out.get()) + T * H * D, DType::f32, {T, H, D},
                         Device::cuda(0));
     r.stream = stream;
-    check_cuda(cudaEventRecord(ev.a_, stream), "record");
     const Status s = reader.read(r);
     EXPECT_TRUE(s.is_ok()) << s.message();
-    check_cuda(cudaEventRecord(ev.b_, stream), "record");
-    check_cuda(cudaEventSynchronize(ev.b_), "sync");
-    float t = 0;
-    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
-    if (i >= kWarmup) ms.push_back(t);
-  }
-  return summarize(ms);
+  });
 }
 
 TEST(GpuPerf, WriteAndReadBandwidthReport) {
@@ -297,18 +287,7 @@ double host_us_per_call(Fn&& fn, cudaStream_t stream, int batches = 20, int call
 // method of the main report: host path + launch latency + kernel).
 template <class Fn>
 double events_around_us(Fn&& fn, cudaStream_t stream) {
-  Events ev;
-  std::vector<double> ms;
-  for (int i = 0; i < kWarmup + kIters; ++i) {
-    check_cuda(cudaEventRecord(ev.a_, stream), "record");
-    fn();
-    check_cuda(cudaEventRecord(ev.b_, stream), "record");
-    check_cuda(cudaEventSynchronize(ev.b_), "sync");
-    float t = 0;
-    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
-    if (i >= kWarmup) ms.push_back(t);
-  }
-  return summarize(ms).median_us;
+  return time_with_events(stream, [&](int) { fn(); }).median_us;
 }
 
 void report(const char* what, double us, const std::string& property) {
