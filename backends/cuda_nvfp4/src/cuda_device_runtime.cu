@@ -22,24 +22,37 @@ namespace {
   } while (0)
 
 // Events created together and destroyed with the scope.
-class EventSet {
+class EventPairs {
  public:
-  ~EventSet() {
+  ~EventPairs() {
     for (cudaEvent_t e : events_) (void)cudaEventDestroy(e);
   }
-  cudaError_t create(std::size_t n) {
-    events_.reserve(n);
-    for (std::size_t i = 0; i < n; ++i) {
+  cudaError_t create(std::size_t pairs) {
+    events_.reserve(2 * pairs);
+    for (std::size_t i = 0; i < 2 * pairs; ++i) {
       cudaEvent_t e = nullptr;
       if (cudaError_t err = cudaEventCreate(&e); err != cudaSuccess) return err;
       events_.push_back(e);
     }
     return cudaSuccess;
   }
-  cudaEvent_t operator[](std::size_t i) const { return events_[i]; }
+  cudaEvent_t start(std::size_t i) const { return events_[2 * i]; }
+  cudaEvent_t stop(std::size_t i) const { return events_[2 * i + 1]; }
+  // Appends each pair's elapsed milliseconds / `per` to *ms (after the stream has synchronized).
+  cudaError_t elapsed(int per, std::vector<double>* ms) const {
+    ms->reserve(ms->size() + events_.size() / 2);
+    for (std::size_t i = 0; i < events_.size() / 2; ++i) {
+      float t = 0;
+      if (cudaError_t err = cudaEventElapsedTime(&t, start(i), stop(i)); err != cudaSuccess) {
+        return err;
+      }
+      ms->push_back(static_cast<double>(t) / per);
+    }
+    return cudaSuccess;
+  }
 
  private:
-  std::vector<cudaEvent_t> events_;
+  std::vector<cudaEvent_t> events_;  // [start 0, stop 0, start 1, stop 1, ...]
 };
 
 // Instantiated graphs destroyed with the scope.
@@ -178,25 +191,19 @@ Status CudaDeviceRuntime::time(LaunchFn launch, void* context, const TimingOptio
 Status CudaDeviceRuntime::time_direct(LaunchFn launch, void* context, const TimingOptions& options,
                                       std::vector<double>* milliseconds) noexcept {
   const auto n = static_cast<std::size_t>(options.iterations);
-  EventSet events;  // [start 0, stop 0, start 1, stop 1, ...]
-  KVQ_CUDA_RETURN_IF_ERROR(events.create(2 * n), "cudaEventCreate");
+  EventPairs events;
+  KVQ_CUDA_RETURN_IF_ERROR(events.create(n), "cudaEventCreate");
   for (int i = 0; i < options.warmup; ++i) {
     if (Status s = launch(context, stream_); !s) return s;
   }
   for (std::size_t i = 0; i < n; ++i) {
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.start(i), stream_), "cudaEventRecord");
     if (Status s = launch(context, stream_); !s) return s;
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.stop(i), stream_), "cudaEventRecord");
   }
   KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
                            "cudaStreamSynchronize after the timed launches");
-  milliseconds->reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    float ms = 0;
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
-                             "cudaEventElapsedTime");
-    milliseconds->push_back(static_cast<double>(ms));
-  }
+  KVQ_CUDA_RETURN_IF_ERROR(events.elapsed(1, milliseconds), "cudaEventElapsedTime");
   return Status::ok();
 }
 
@@ -246,23 +253,17 @@ Status CudaDeviceRuntime::time_graph(LaunchFn launch, void* context, const Timin
     KVQ_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(execs[g], stream_), "cudaGraphLaunch (warm-up)");
   }
 
-  EventSet events;
-  KVQ_CUDA_RETURN_IF_ERROR(events.create(2 * n), "cudaEventCreate");
+  EventPairs events;
+  KVQ_CUDA_RETURN_IF_ERROR(events.create(n), "cudaEventCreate");
   for (std::size_t i = 0; i < n; ++i) {
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.start(i), stream_), "cudaEventRecord");
     KVQ_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(execs[w + i % (graphs - w)], stream_),
                              "cudaGraphLaunch");
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.stop(i), stream_), "cudaEventRecord");
   }
   KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
                            "cudaStreamSynchronize after the timed graph replays");
-  milliseconds->reserve(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    float ms = 0;
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&ms, events[2 * i], events[2 * i + 1]),
-                             "cudaEventElapsedTime");
-    milliseconds->push_back(static_cast<double>(ms) / per_graph);
-  }
+  KVQ_CUDA_RETURN_IF_ERROR(events.elapsed(per_graph, milliseconds), "cudaEventElapsedTime");
   return Status::ok();
 }
 
@@ -284,24 +285,20 @@ Status CudaDeviceRuntime::copy_bandwidth(std::size_t bytes, double* bytes_per_se
         cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream_),
         "cudaMemcpyAsync (warm-up)");
   }
-  EventSet events;
-  KVQ_CUDA_RETURN_IF_ERROR(events.create(2 * kCopyRepeats), "cudaEventCreate");
-  for (int i = 0; i < kCopyRepeats; ++i) {
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i], stream_), "cudaEventRecord");
+  const auto repeats = static_cast<std::size_t>(kCopyRepeats);
+  EventPairs events;
+  KVQ_CUDA_RETURN_IF_ERROR(events.create(repeats), "cudaEventCreate");
+  for (std::size_t i = 0; i < repeats; ++i) {
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.start(i), stream_), "cudaEventRecord");
     KVQ_CUDA_RETURN_IF_ERROR(
         cudaMemcpyAsync(dst.ptr, src.ptr, bytes, cudaMemcpyDeviceToDevice, stream_),
         "cudaMemcpyAsync(" + std::to_string(bytes) + " bytes, device-to-device)");
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events[2 * i + 1], stream_), "cudaEventRecord");
+    KVQ_CUDA_RETURN_IF_ERROR(cudaEventRecord(events.stop(i), stream_), "cudaEventRecord");
   }
   KVQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_),
                            "cudaStreamSynchronize after the timed copies");
-  std::vector<double> ms(kCopyRepeats);
-  for (int i = 0; i < kCopyRepeats; ++i) {
-    float m = 0;
-    KVQ_CUDA_RETURN_IF_ERROR(cudaEventElapsedTime(&m, events[2 * i], events[2 * i + 1]),
-                             "cudaEventElapsedTime");
-    ms[static_cast<std::size_t>(i)] = static_cast<double>(m);
-  }
+  std::vector<double> ms;
+  KVQ_CUDA_RETURN_IF_ERROR(events.elapsed(1, &ms), "cudaEventElapsedTime");
   const double median_ms = median(ms);
   if (median_ms <= 0) {
     return {ErrorCode::runtime, "copy bandwidth: the timed copies of " + std::to_string(bytes) +
