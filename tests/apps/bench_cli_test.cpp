@@ -2,6 +2,7 @@
 // key with positive numbers, its exit statuses, and --plot when matplotlib is there.
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 #include <string>
