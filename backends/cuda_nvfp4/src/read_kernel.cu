@@ -99,7 +99,7 @@ __global__ void __launch_bounds__(kMaxThreads)
 #pragma unroll
   for (int s = 0; s < 2; ++s) {
     // nvfp4_dequantize(code_j, scale, k_scale), its E2M1 decode four codes at a time.
-    const float step = detail::mul_rn(e4m3_to_float(scale[s]), d.scale[s]);
+    const float step = nvfp4_dequantize_step(scale[s], d.scale[s]);
     float v[4];
     e2m1x4_to_float(codes[s], v);
 #pragma unroll

@@ -20,10 +20,17 @@ __device__ __forceinline__ ItemIndex split_item(const PageAddressing& p, uint32_
   return ix;
 }
 
+// Where token's slot is in a [T] int64 or int32 slot mapping.
+__device__ __forceinline__ const void* slot_address(const void* slots, int32_t slots_are_i64,
+                                                    uint32_t token) {
+  return static_cast<const char*>(slots) + static_cast<uint64_t>(token) * (slots_are_i64 ? 8 : 4);
+}
+
 __device__ __forceinline__ int64_t load_slot(const void* slots, int32_t slots_are_i64,
                                              uint32_t token) {
-  if (slots_are_i64) return __ldg(static_cast<const long long*>(slots) + token);
-  return __ldg(static_cast<const int*>(slots) + token);
+  const void* p = slot_address(slots, slots_are_i64, token);
+  if (slots_are_i64) return __ldg(static_cast<const long long*>(p));
+  return __ldg(static_cast<const int*>(p));
 }
 
 // For 0 <= slot < num_slots.

@@ -193,9 +193,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
       const char* p = unit_input<In>(d, ix, side0 + s);
       asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
     }
-    const char* slot = static_cast<const char*>(d.slots) +
-                       static_cast<int64_t>(ix.token) * (d.slots_are_i64 ? 8 : 4);
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(slot));
+    asm volatile(
+        "prefetch.global.L2 [%0];" ::"l"(slot_address(d.slots, d.slots_are_i64, ix.token)));
   }
   if constexpr (kEarly) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -74,10 +74,16 @@ KVQ_HD Nvfp4Group nvfp4_quantize_group(const float* x16, float global_scale) {
   return g;
 }
 
+// A group's dequantization step: E4M3 scale * k_scale (one rounding).
+KVQ_HD float nvfp4_dequantize_step(uint8_t scale, float k_scale) {
+  return detail::mul_rn(e4m3_to_float(scale), k_scale);
+}
+
 // THE definition of dequantization (every reader uses it, so CPU and GPU readers agree bit for
-// bit): E2M1 value * (E4M3 scale * k_scale). `code` is read from its low nibble.
+// bit): E2M1 value * (E4M3 scale * k_scale). `code` is read from its low nibble. A reader that
+// decodes several codes of a group at once takes the step once and multiplies each value by it.
 KVQ_HD float nvfp4_dequantize(uint8_t code, uint8_t scale, float k_scale) {
-  return detail::mul_rn(e2m1_to_float(code), detail::mul_rn(e4m3_to_float(scale), k_scale));
+  return detail::mul_rn(e2m1_to_float(code), nvfp4_dequantize_step(scale, k_scale));
 }
 
 }  // namespace kvq
