@@ -320,10 +320,10 @@ double graph_chain_us(Launch&& launch, int sets, cudaStream_t stream) {
 // for a kernel that only waits for its predecessor (the floor), and for one that moves the same
 // bytes as the write with the write's launch and thread count but does no quantization, loading
 // only after its wait or, as small writes do since v12 (docs/perf-notes.md), prefetching into L2
-// before it. The write is timed twice: on the rotated input sets (cold) and on one set again and
-// again, whose inputs stay in L2 (what a perfect prefetch would give). Unlike `kvq bench`, which
-// rotates caches too, every write here goes to one cache, whose page lines L2 mostly keeps: little
-// of the writes' output goes to DRAM inside the timed chain.
+// before it. The write is timed three ways: on the rotated input sets into one cache, whose page
+// lines L2 mostly keeps (little of the output goes to DRAM inside the timed chain); the same with
+// a cache per set, as `kvq bench` rotates them (every page line cold, all output to DRAM); and on
+// one set again and again, whose inputs stay in L2 (what a perfect prefetch would give).
 TEST(GpuPerf, DecodeGraphChainReport) {
   KVQ_REQUIRE_CUDA_DEVICE();
   Stream stream;
@@ -351,29 +351,34 @@ TEST(GpuPerf, DecodeGraphChainReport) {
           },
           sets, st);
     };
-    const auto write = [&](int chain_sets) {
+    std::vector<DeviceBuffer> caches;  // [sets], each like w.cache
+    for (int i = 0; i < sets; ++i) caches.emplace_back(w.cache.bytes());
+    ASSERT_FALSE(HasFatalFailure());
+    const auto write = [&](int chain_sets, bool rotate_caches) {
       return graph_chain_us(
           [&](int i, cudaStream_t s) {
             WriteArgs a = w.args[static_cast<size_t>(i)];
             a.stream = s;
+            if (rotate_caches) a.cache.data = caches[static_cast<size_t>(i)].get();
             EXPECT_TRUE(writer->write(a).is_ok());
           },
           chain_sets, st);
     };
     const double plain = stand_in(false), prefetched = stand_in(true);
-    const double cold = write(sets), hot = write(1);
+    const double cold = write(sets, false), cold_caches = write(sets, true), hot = write(1, false);
     std::printf(
         "decode graph chain (16 a graph) T=%-5lld H=%-2lld D=%lld: empty PDL kernel %.2f us; "
         "stand-in moving the bytes (%.2f MB read, %.2f MB written) %.2f us, with L2 prefetch "
-        "%.2f us; write %.2f us, inputs hot in L2 %.2f us\n",
+        "%.2f us; write %.2f us, a cache per set %.2f us, inputs hot in L2 %.2f us\n",
         static_cast<long long>(shape.T), static_cast<long long>(shape.H),
         static_cast<long long>(shape.D), empty, static_cast<double>(read_bytes) * 1e-6,
-        static_cast<double>(read_bytes) * 0.25e-6, plain, prefetched, cold, hot);
+        static_cast<double>(read_bytes) * 0.25e-6, plain, prefetched, cold, cold_caches, hot);
     const std::string tag = "_T" + std::to_string(shape.T) + "_H" + std::to_string(shape.H);
     RecordProperty("chain_empty_us" + tag, std::to_string(empty));
     RecordProperty("chain_stand_in_us" + tag, std::to_string(plain));
     RecordProperty("chain_stand_in_prefetch_us" + tag, std::to_string(prefetched));
     RecordProperty("chain_write_us" + tag, std::to_string(cold));
+    RecordProperty("chain_write_cache_per_set_us" + tag, std::to_string(cold_caches));
     RecordProperty("chain_write_hot_us" + tag, std::to_string(hot));
   }
 }
