@@ -89,4 +89,34 @@ Status launch_status(const char* what, int ordinal, const PendingError& pending,
   return Status::ok();
 }
 
+Status launch_programmatic(const char* what, const void* kernel, const void* desc,
+                           size_t desc_bytes, unsigned blocks, unsigned threads,
+                           cudaStream_t stream, int ordinal) noexcept {
+  if (blocks == 0) return Status::ok();
+  const PendingError pending = take_pending_error();
+  cudaError_t err = pending.error;
+  if (!pending.sticky) {
+    void* args[] = {const_cast<void*>(desc)};
+    cudaLaunchConfig_t config{};
+    config.gridDim = dim3(blocks);
+    config.blockDim = dim3(threads);
+    config.stream = stream;
+    cudaLaunchAttribute pdl{};
+    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    pdl.val.programmaticStreamSerializationAllowed = 1;
+    config.attrs = &pdl;
+    config.numAttrs = 1;
+    err = cudaLaunchKernelExC(&config, kernel, args);
+    // The runtime also keeps a failed launch's error as its last one; it is reported here, so
+    // the next launch must not find it pending (as cuda_status does; a sticky one stays).
+    if (err != cudaSuccess && cudaPeekAtLastError() == err) (void)cudaGetLastError();
+  }
+  if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
+  try {
+    return launch_status(what, ordinal, pending, err, blocks, threads, desc_bytes);
+  } catch (...) {  // formatting the message failed (out of memory)
+    return {ErrorCode::runtime, "cuda_nvfp4 kernel launch failed"};
+  }
+}
+
 }  // namespace kvq::cuda_nvfp4

@@ -102,4 +102,13 @@ PendingError take_pending_error() noexcept;
 Status launch_status(const char* what, int ordinal, const PendingError& pending, cudaError_t launch,
                      unsigned blocks, unsigned threads, size_t desc_bytes);
 
+// Launches `kernel`, whose one parameter is the descriptor at `desc` (passed by value,
+// __grid_constant__), with programmatic dependent launch: it may start while the previous kernel
+// on the stream is still running, overlapping that kernel's tail, and must wait for it
+// (griddepcontrol.wait) before touching memory; CUDA graphs hold this as a programmatic edge.
+// Between take_pending_error and launch_status, so its Status is as described there.
+Status launch_programmatic(const char* what, const void* kernel, const void* desc,
+                           size_t desc_bytes, unsigned blocks, unsigned threads,
+                           cudaStream_t stream, int ordinal) noexcept;
+
 }  // namespace kvq::cuda_nvfp4

@@ -287,37 +287,11 @@ LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
                     CUstream_st* stream, int ordinal) noexcept {
-  if (shape.blocks == 0) return Status::ok();
-  const PendingError pending = take_pending_error();
-  cudaError_t err = pending.error;
-  if (!pending.sticky) {
-    // The kernel takes the descriptor by value (__grid_constant__): one argument.
-    void* args[] = {const_cast<WriteKernelDesc*>(&desc)};
-    cudaLaunchConfig_t config{};
-    config.gridDim = dim3(shape.blocks);
-    config.blockDim = dim3(shape.threads);
-    config.stream = stream;
-    // Launch early, overlapping the previous kernel's tail; the kernel waits for it
-    // (griddepcontrol.wait) before touching memory. Held in CUDA graphs as a programmatic edge.
-    cudaLaunchAttribute pdl{};
-    pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    pdl.val.programmaticStreamSerializationAllowed = 1;
-    config.attrs = &pdl;
-    config.numAttrs = 1;
-    err = cudaLaunchKernelExC(
-        &config,
-        write_kernel(input, desc.use_hw_e2m1 != 0,
-                     Mapping{desc.groups_per_thread, desc.sides_per_thread,
-                             desc.streaming_loads != 0, desc.early_trigger != 0}),
-        args);
-  }
-  if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
-  try {
-    return launch_status("write kernel", ordinal, pending, err, shape.blocks, shape.threads,
-                         sizeof desc);
-  } catch (...) {  // formatting the message failed (out of memory)
-    return {ErrorCode::runtime, "cuda_nvfp4 write kernel launch failed"};
-  }
+  const void* kernel = write_kernel(input, desc.use_hw_e2m1 != 0,
+                                    Mapping{desc.groups_per_thread, desc.sides_per_thread,
+                                            desc.streaming_loads != 0, desc.early_trigger != 0});
+  return launch_programmatic("write kernel", kernel, &desc, sizeof desc, shape.blocks,
+                             shape.threads, stream, ordinal);
 }
 
 int write_kernel_loadable(std::string* detail) noexcept {
