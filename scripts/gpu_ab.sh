@@ -28,8 +28,8 @@ cp "$out/.built.so" "$plugin"
 python3 - "$out" "$@" <<'PY' | tee "$out/ab.txt"
 import glob, json, os, sys
 out, specs = sys.argv[1], [s.split("=", 1)[0] for s in sys.argv[2:]]
-# (name, H, D, T) -> best median % of copy over rounds: write direct, write graph, read
-best, graph, read = {}, {}, {}
+# (name, H, D, T) -> best median % of copy over rounds: write and read, direct and graph replay
+best, graph, read, read_graph = {}, {}, {}, {}
 for name in specs:
     for f in sorted(glob.glob(os.path.join(out, f"{name}.*.json"))):
         try:
@@ -48,8 +48,11 @@ for name in specs:
             r = c.get("read")
             if r:
                 read[k] = max(read.get(k, 0), r["percent_of_copy"])
+                if r.get("graph"):
+                    read_graph[k] = max(read_graph.get(k, 0), r["graph"]["percent_of_copy"])
 keys = sorted({k[1:] for k in best})
-for title, table in (("write, direct", best), ("write, graph", graph), ("read", read)):
+for title, table in (("write, direct", best), ("write, graph", graph), ("read, direct", read),
+                     ("read, graph", read_graph)):
     print(f"{title}, % of copy (best median of the rounds)")
     print(f"{'H':>3} {'D':>4} {'T':>6} | " + " ".join(f"{n:>10}" for n in specs))
     for h, d, t in keys:
