@@ -365,20 +365,22 @@ TEST(GpuPerf, DecodeGraphChainReport) {
           chain_sets, st);
     };
     const double plain = stand_in(false), prefetched = stand_in(true);
-    const double cold = write(sets, false), cold_caches = write(sets, true), hot = write(1, false);
+    const double one_cache = write(sets, false), cache_per_set = write(sets, true),
+                 hot = write(1, false);
     std::printf(
         "decode graph chain (16 a graph) T=%-5lld H=%-2lld D=%lld: empty PDL kernel %.2f us; "
         "stand-in moving the bytes (%.2f MB read, %.2f MB written) %.2f us, with L2 prefetch "
         "%.2f us; write %.2f us, a cache per set %.2f us, inputs hot in L2 %.2f us\n",
         static_cast<long long>(shape.T), static_cast<long long>(shape.H),
         static_cast<long long>(shape.D), empty, static_cast<double>(read_bytes) * 1e-6,
-        static_cast<double>(read_bytes) * 0.25e-6, plain, prefetched, cold, cold_caches, hot);
+        static_cast<double>(read_bytes) * 0.25e-6, plain, prefetched, one_cache, cache_per_set,
+        hot);
     const std::string tag = "_T" + std::to_string(shape.T) + "_H" + std::to_string(shape.H);
     RecordProperty("chain_empty_us" + tag, std::to_string(empty));
     RecordProperty("chain_stand_in_us" + tag, std::to_string(plain));
     RecordProperty("chain_stand_in_prefetch_us" + tag, std::to_string(prefetched));
-    RecordProperty("chain_write_us" + tag, std::to_string(cold));
-    RecordProperty("chain_write_cache_per_set_us" + tag, std::to_string(cold_caches));
+    RecordProperty("chain_write_us" + tag, std::to_string(one_cache));
+    RecordProperty("chain_write_cache_per_set_us" + tag, std::to_string(cache_per_set));
     RecordProperty("chain_write_hot_us" + tag, std::to_string(hot));
   }
 }

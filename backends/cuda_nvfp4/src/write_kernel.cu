@@ -170,17 +170,18 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   }
   if (item >= d.page.items) return;  // the host chose G so that it divides items
 
-  // Programmatic dependent launch (launch_write): this grid may start while the previous kernel
-  // on the stream is still running; nothing it wrote (inputs, slots, scales, cache) is read or
-  // written before the wait (an L2 prefetch is no read: it returns no data to this thread), which
-  // returns when that kernel has finished and its writes are visible.
+  // Programmatic dependent launch (launch_programmatic): this grid may start while the previous
+  // kernel on the stream is still running; nothing it wrote (inputs, slots, scales, cache) is read
+  // or written before the wait (an L2 prefetch is no read: it returns no data to this thread),
+  // which returns when that kernel has finished and its writes are visible.
+  //
   // The next kernel may launch once every block here has triggered; it waits for this grid in
   // turn. Triggered after the wait, its blocks take SMs as ours retire. Triggered before it
   // (kEarly: grids of at most one block per SM), a chain of small writes has three grids
   // resident at once, the next prefetching while this one waits for the one before: measured on
-  // the H200 (docs/perf-notes.md, v13), graph replays +7 to +20% from 1,024 to 16,384 items;
-  // -1 to -8% at two blocks per SM (32,768 items), -25% with both sides a thread at 65,536
-  // (three grids no longer fit), so only below WriteSizeBars::early_max_items.
+  // the H200 (docs/perf-notes.md, v13, v15), graph replays +7 to +20% from 1,024 to 16,384
+  // items; at two blocks per SM it loses whether a third grid fits or not (-1 to -8% at 32,768
+  // items; -17 to -25% at 65,536), so only below WriteSizeBars::early_max_items.
   if constexpr (kStream) {
     // Small writes: start the input reads from DRAM under the previous kernel's tail (in a chain
     // of writes, the write before). Only into L2, where every SM's writes land, so a line
