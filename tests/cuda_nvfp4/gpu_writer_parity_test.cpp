@@ -34,13 +34,14 @@ TEST(GpuWriterParity, RandomCasesMatchReferenceByteForByte) {
 }
 
 // Each thread mapping (plan_write; the H200's bars: two groups a thread from 540,672 items, one
-// side a thread up to 33,792, evict-first loads up to 67,584) on writes large enough to take it,
+// side a thread up to 33,792, streaming loads up to 168,960) on writes large enough to take it,
 // in every order and arrangement:
 //   12,000 tokens x 8 heads x 8 groups = 768,000 items: two groups a thread for 16-bit input
 //     (cases 0..15 of random_case's cycle);
-//    2,000 tokens: 128,000 items, one group and both sides a thread (cases 0..31: f32 and a
+//    4,000 tokens: 256,000 items, one group and both sides a thread (cases 0..31: f32 and a
 //     fused QKV input too);
-//      800 tokens: 51,200 items, the same streaming (L2 prefetch, evict-first loads; cases 0..31).
+//    2,000 tokens: 128,000 items, the same streaming (L2 prefetch, evict-first loads; cases
+//     0..31).
 // The random cases above are small: one side a thread, streaming. The first case of each
 // size also runs with the cache pointer moved by 8 bytes (8-byte data stores instead of 16) and by
 // 1 (byte stores; the pair's 2-byte scale store must fall back to two byte stores).
@@ -48,8 +49,8 @@ TEST(GpuWriterParity, LargeWritesMatchReferenceByteForByte) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(20261203);
   for (const auto& [shape, cases] :
-       {std::pair{CaseShape{8, 128, 16, 12000}, 16}, std::pair{CaseShape{8, 128, 16, 2000}, 32},
-        std::pair{CaseShape{8, 128, 16, 800}, 32}}) {
+       {std::pair{CaseShape{8, 128, 16, 12000}, 16}, std::pair{CaseShape{8, 128, 16, 4000}, 32},
+        std::pair{CaseShape{8, 128, 16, 2000}, 32}}) {
     for (int i = 0; i < cases; ++i) {
       const WriteCase c = random_case(rng, i, &shape);
       for (size_t offset : {size_t{0}, size_t{8}, size_t{1}}) {

@@ -195,7 +195,7 @@ TEST(HostCost, PlanWriteAndStreamBookReport) {
                         {1000, static_cast<int64_t>(layout.page_bytes())}, dev);
     WriteKernelDesc desc{};
     InputType input{};
-    const WriteSizeBars bars{540672, 33792, 67584, 16896};  // the H200's
+    const WriteSizeBars bars{540672, 33792, 168960, 16896};  // the H200's
     int failures = 0;
     const double ns = ns_per_call(
         [&] {

@@ -46,9 +46,9 @@ class WritePlanTest : public ::testing::Test {
   WriteArgs args_;
   WriteKernelDesc desc_{};
   // The H200's: pairs from 2 x 2 x 132 SMs x 4 blocks x 256, one side a thread up to
-  // 132 SMs x 256, streaming loads up to 2 x 132 SMs x 256, the early trigger up to
-  // 132 SMs x 256 / 2.
-  WriteSizeBars bars_{540672, 33792, 67584, 16896};
+  // 132 SMs x 256, streaming loads up to 132 SMs x 5 blocks x 256 (one wave), the early trigger
+  // up to 132 SMs x 256 / 2.
+  WriteSizeBars bars_{540672, 33792, 168960, 16896};
   InputType input_{};
 };
 

@@ -8,9 +8,10 @@
 //     and warps;
 //   - writes too small to fill the GPU: G = 1, one side a thread. Such a write is bound by each
 //     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
-// One-group writes of up to two blocks of 256 per SM prefetch their inputs and slots into L2
-// before the programmatic-launch wait (v12-v13) and load them evict-first (v11); one-side writes
-// of up to one block per SM let the next kernel launch before that wait (v13).
+// One-group writes of up to one wave (as many items as the one-group grid holds resident) prefetch
+// their inputs and slots into L2 before the programmatic-launch wait (v12-v13, v18) and load them
+// evict-first (v11); one-side writes of up to one block per SM let the next kernel launch before
+// that wait (v13).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
 // of data rows; every byte is read once and written once.
 #include <cuda_runtime.h>
@@ -336,12 +337,22 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // 65,536 (8x128 T=1024, 32x128 T=256), where the SMs' issue slots already bound.
   bars->split_max_items = sms * kMaxThreads;
   // Streaming (an L2 prefetch before the wait, then evict-first loads) while the one-group grid
-  // is at most two blocks of 256 per SM. Measured on the H200 (docs/perf-notes.md, v11-v12),
+  // is at most one wave: every block is resident at once, so in a chain of writes all of them
+  // prefetch under the previous write. Measured on the H200 (docs/perf-notes.md, v11-v12, v18),
   // graph replays: evict-first +5 to +10% up to 65,536 items, within +-1.5% from 98,304 to
-  // 196,608, -0.5 to -2% at 262,144 (4x128 T=16384), -10% in the two-group kernel (probably
-  // its four 16-byte loads a thread returning to a line L2 has already let go); the prefetch
-  // another +8 to +12% (32x128 T=256: 3.50 us with neither, 3.02 with both).
-  bars->stream_max_items = 2 * sms * kMaxThreads;
+  // 196,608, -10% in the two-group kernel (probably its four 16-byte loads a thread returning to
+  // a line L2 has already let go); the prefetch another +8 to +12% at 65,536 items (32x128 T=256:
+  // 3.50 us with neither, 3.02 with both) and +11 to +15% at 131,072 (one wave); at 1.5 waves
+  // (262,144) -1 to -3%, direct launches -3%: blocks of later waves start after the wait anyway.
+  // The 16-bit kernel's wave (5 blocks of 256 an SM: 168,960 items on the H200); f32's holds 4.
+  int one_group_blocks = 0;
+  if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+          &one_group_blocks, write_kernel(InputType::bf16, use_hw_e2m1, {1, 2, true, false}),
+          kMaxThreads, 0);
+      err != cudaSuccess) {
+    return err;
+  }
+  bars->stream_max_items = static_cast<uint64_t>(one_group_blocks) * kMaxThreads * sms;
   // The early trigger while the one-side grid is at most one block of 256 per SM (see the
   // kernel): items x 2 sides <= SMs x 256 threads.
   bars->early_max_items = sms * kMaxThreads / 2;
