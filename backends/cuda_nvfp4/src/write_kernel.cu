@@ -271,6 +271,15 @@ const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
   return use_hw_e2m1 ? kernel_for<InputType::f32, true>(m) : kernel_for<InputType::f32, false>(m);
 }
 
+// The threads of a 16-bit kernel the whole GPU holds at once (one wave), from its occupancy.
+cudaError_t resident_threads(bool use_hw_e2m1, Mapping m, uint64_t sms, uint64_t* threads) {
+  int blocks_per_sm = 0;
+  const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
+      &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, m), kMaxThreads, 0);
+  *threads = static_cast<uint64_t>(blocks_per_sm) * kMaxThreads * sms;
+  return err;
+}
+
 }  // namespace
 
 LaunchShape launch_shape(uint64_t threads, int num_sms) {
@@ -321,15 +330,12 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // measured on the H200, G = 1 is faster up to 2^18 items (8 heads x 128 at T = 4096), G = 2
   // from 2^20 (T = 16384) on, and loses at 2^19 too (4x128 at T = 16384); the resident threads
   // of the two-group kernel are 132 x 4 x 256 there, so the bar sits at 540,672 items.
-  int blocks_per_sm = 0;
-  if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, {2, 2, false, false}),
-          kMaxThreads, 0);
+  const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
+  uint64_t pair_threads = 0;
+  if (cudaError_t err = resident_threads(use_hw_e2m1, {2, 2, false, false}, sms, &pair_threads);
       err != cudaSuccess) {
     return err;
   }
-  const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
-  const uint64_t pair_threads = static_cast<uint64_t>(blocks_per_sm) * kMaxThreads * sms;
   bars->pair_min_items = 2 * 2 * pair_threads;  // items = 2 x threads; two waves of threads
   // One side a thread while the split grid is at most two blocks of 256 per SM: such a write is
   // bound by each thread's chain of dependent instructions, which splitting halves. Measured on
@@ -344,15 +350,13 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // a line L2 has already let go); the prefetch another +8 to +12% at 65,536 items (32x128 T=256:
   // 3.50 us with neither, 3.02 with both) and +11 to +15% at 131,072 (one wave); at 1.5 waves
   // (262,144) -1 to -3%, direct launches -3%: blocks of later waves start after the wait anyway.
-  // The 16-bit kernel's wave (5 blocks of 256 an SM: 168,960 items on the H200); f32's holds 4.
-  int one_group_blocks = 0;
-  if (cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-          &one_group_blocks, write_kernel(InputType::bf16, use_hw_e2m1, {1, 2, true, false}),
-          kMaxThreads, 0);
+  // The 16-bit kernel's wave (5 blocks of 256 an SM: 168,960 items on the H200; f32's holds 4);
+  // one-group items = threads.
+  if (cudaError_t err =
+          resident_threads(use_hw_e2m1, {1, 2, true, false}, sms, &bars->stream_max_items);
       err != cudaSuccess) {
     return err;
   }
-  bars->stream_max_items = static_cast<uint64_t>(one_group_blocks) * kMaxThreads * sms;
   // The early trigger while the one-side grid is at most one block of 256 per SM (see the
   // kernel): items x 2 sides <= SMs x 256 threads.
   bars->early_max_items = sms * kMaxThreads / 2;
