@@ -385,6 +385,59 @@ TEST(GpuPerf, DecodeGraphChainReport) {
   }
 }
 
+// Issue 7's mid-size writes in direct launches (events around each) against the two things any
+// write of the same bytes is bounded by: a device-to-device cudaMemcpyAsync moving the same read +
+// written bytes (the bench's same_size_copy), and the stand-in kernel (the write's launch, thread
+// count and bytes; no quantization) on the same rotated input sets. If the stand-in falls short of
+// the memcpy as the write does, the direct-launch gap belongs to launching a kernel of that size,
+// not to the write's own work.
+TEST(GpuPerf, MidSizeDirectFloorReport) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  const double ceiling = copy_bandwidth();
+  Stream stream;
+  ASSERT_FALSE(HasFatalFailure());
+  const cudaStream_t st = stream.get();
+  for (const Shape& shape : {Shape{4096, 8, 128, 16, "HND", "linear", "sm100_swizzled"},
+                             Shape{16384, 8, 128, 16, "HND", "linear", "sm100_swizzled"},
+                             Shape{16384, 4, 128, 16, "HND", "linear", "sm100_swizzled"},
+                             Shape{65536, 1, 128, 16, "HND", "linear", "sm100_swizzled"}}) {
+    Workload w;
+    make_workload(shape, &w);
+    auto writer = make_writer(w.spec);
+    ASSERT_TRUE(writer);
+    const uint64_t set_bytes = w.inputs[0].bytes();                  // K and V of a set, bf16
+    const auto copy_bytes = static_cast<size_t>(w.write_bytes / 2);  // read once, written once
+    DeviceBuffer scratch(std::max<size_t>(set_bytes / 4, copy_bytes));
+    ASSERT_FALSE(HasFatalFailure());
+    const size_t sets = w.inputs.size();
+    const double write_us = time_direct(*writer, w, st).median_us;
+    const double copy_us = time_with_events(st, [&](int i) {
+                             check_cuda(cudaMemcpyAsync(scratch.get(), w.inputs[i % sets].get(),
+                                                        copy_bytes, cudaMemcpyDeviceToDevice, st),
+                                        "copy");
+                           }).median_us;
+    const double stand_in_us = time_with_events(st, [&](int i) {
+                                 check_cuda(launch_stand_in_kernel(st, w.inputs[i % sets].get(),
+                                                                   scratch.get(), set_bytes, false),
+                                            "stand-in");
+                               }).median_us;
+    const auto pct = [&](double bytes, double us) { return 100.0 * bytes / (us * 1e-6) / ceiling; };
+    const double stand_in_bytes = 1.25 * static_cast<double>(set_bytes);
+    std::printf(
+        "direct, T=%-5lld H=%-2lld D=%lld (%.1f MB): write %.2f us = %.1f%% of copy; memcpy of "
+        "the same bytes %.2f us = %.1f%%; stand-in kernel (%.1f MB) %.2f us = %.1f%%\n",
+        static_cast<long long>(shape.T), static_cast<long long>(shape.H),
+        static_cast<long long>(shape.D), w.write_bytes * 1e-6, write_us,
+        pct(w.write_bytes, write_us), copy_us, pct(2.0 * static_cast<double>(copy_bytes), copy_us),
+        stand_in_bytes * 1e-6, stand_in_us, pct(stand_in_bytes, stand_in_us));
+    const std::string tag = "_T" + std::to_string(shape.T) + "_H" + std::to_string(shape.H);
+    RecordProperty("direct_write_pct" + tag, std::to_string(pct(w.write_bytes, write_us)));
+    RecordProperty("direct_memcpy_pct" + tag,
+                   std::to_string(pct(2.0 * static_cast<double>(copy_bytes), copy_us)));
+    RecordProperty("direct_stand_in_pct" + tag, std::to_string(pct(stand_in_bytes, stand_in_us)));
+  }
+}
+
 // Issue 7's decode targets (<= 6 us direct, <= 3 us graph replay, events around the launch) split
 // into their parts: the host time of write() itself, of the CUDA calls it makes, of a bare launch,
 // and the events-around floor of an empty kernel (direct and as a graph).
