@@ -438,16 +438,18 @@ TEST(GpuPerf, MidSizeAgainstSameBytesReport) {
                               a.stream = st;
                               EXPECT_TRUE(writer->write(a).is_ok());
                             }).median_us;
-    const double copy_us = time_queued(st, [&](int i) {
-                             check_cuda(cudaMemcpyAsync(scratch.get(), w.inputs[i % sets].get(),
-                                                        copy_bytes, cudaMemcpyDeviceToDevice, st),
-                                        "copy");
-                           }).median_us;
-    const double stand_in_us = time_queued(st, [&](int i) {
-                                 check_cuda(launch_stand_in_kernel(st, w.inputs[i % sets].get(),
-                                                                   scratch.get(), set_bytes, false),
-                                            "stand-in");
-                               }).median_us;
+    const double copy_us =
+        time_queued(st, [&](int i) {
+          check_cuda(cudaMemcpyAsync(scratch.get(), w.inputs[static_cast<size_t>(i) % sets].get(),
+                                     copy_bytes, cudaMemcpyDeviceToDevice, st),
+                     "copy");
+        }).median_us;
+    const double stand_in_us =
+        time_queued(st, [&](int i) {
+          check_cuda(launch_stand_in_kernel(st, w.inputs[static_cast<size_t>(i) % sets].get(),
+                                            scratch.get(), set_bytes, false),
+                     "stand-in");
+        }).median_us;
     const double write_chain_us = graph_chain_us(
         [&](int i, cudaStream_t s) {
           WriteArgs a = w.args[static_cast<size_t>(i)];
