@@ -135,53 +135,40 @@ void make_workload(const Shape& s, Workload* w) {
   w->read_bytes = packed + 2.0 * THD * 4 + static_cast<double>(s.T) * 8;
 }
 
-// Median and spread of kIters launches (after kWarmup) of `launch(i)`, events around each.
+// Median and spread of kIters launches (after kWarmup) of `launch(i)`, events around each. By
+// default the stream is synchronized after each launch (host path + launch latency + kernel);
+// `queued`: launches go back to back, as `kvq bench` times direct launches, so each call's host
+// cost hides behind the previous launch and a pair of events holds only the GPU's time.
 template <class Launch>
-Timing time_with_events(cudaStream_t stream, Launch&& launch) {
-  Events ev;
-  std::vector<double> ms;
-  for (int i = 0; i < kWarmup + kIters; ++i) {
-    check_cuda(cudaEventRecord(ev.a_, stream), "record");
-    launch(i);
-    check_cuda(cudaEventRecord(ev.b_, stream), "record");
-    check_cuda(cudaEventSynchronize(ev.b_), "sync");
-    float t = 0;
-    check_cuda(cudaEventElapsedTime(&t, ev.a_, ev.b_), "elapsed");
-    if (i >= kWarmup) ms.push_back(t);
-  }
-  return summarize(ms);
-}
-
-// As time_with_events, but the launches are queued back to back with no synchronization between
-// them, as `kvq bench` times direct launches: the host cost of each call hides behind the
-// previous launch, so each pair of events holds what the GPU spends on one launch.
-template <class Launch>
-Timing time_queued(cudaStream_t stream, Launch&& launch) {
+Timing time_with_events(cudaStream_t stream, Launch&& launch, bool queued = false) {
   std::vector<Events> ev(kWarmup + kIters);
-  for (int i = 0; i < kWarmup + kIters; ++i) {
-    check_cuda(cudaEventRecord(ev[static_cast<size_t>(i)].a_, stream), "record");
-    launch(i);
-    check_cuda(cudaEventRecord(ev[static_cast<size_t>(i)].b_, stream), "record");
+  for (size_t i = 0; i < ev.size(); ++i) {
+    check_cuda(cudaEventRecord(ev[i].a_, stream), "record");
+    launch(static_cast<int>(i));
+    check_cuda(cudaEventRecord(ev[i].b_, stream), "record");
+    if (!queued) check_cuda(cudaEventSynchronize(ev[i].b_), "sync");
   }
   check_cuda(cudaStreamSynchronize(stream), "sync");
   std::vector<double> ms;
-  for (int i = kWarmup; i < kWarmup + kIters; ++i) {
+  for (size_t i = kWarmup; i < ev.size(); ++i) {
     float t = 0;
-    check_cuda(
-        cudaEventElapsedTime(&t, ev[static_cast<size_t>(i)].a_, ev[static_cast<size_t>(i)].b_),
-        "elapsed");
+    check_cuda(cudaEventElapsedTime(&t, ev[i].a_, ev[i].b_), "elapsed");
     ms.push_back(t);
   }
   return summarize(ms);
 }
 
-Timing time_direct(KVCacheWriter& writer, const Workload& w, cudaStream_t stream) {
-  return time_with_events(stream, [&](int i) {
-    WriteArgs a = w.args[static_cast<size_t>(i) % w.args.size()];
-    a.stream = stream;
-    const Status s = writer.write(a);
-    EXPECT_TRUE(s.is_ok()) << s.message();
-  });
+Timing time_direct(KVCacheWriter& writer, const Workload& w, cudaStream_t stream,
+                   bool queued = false) {
+  return time_with_events(
+      stream,
+      [&](int i) {
+        WriteArgs a = w.args[static_cast<size_t>(i) % w.args.size()];
+        a.stream = stream;
+        const Status s = writer.write(a);
+        EXPECT_TRUE(s.is_ok()) << s.message();
+      },
+      queued);
 }
 
 // nullopt (and a test failure) when a capture failed: the report goes on without the number.
@@ -339,6 +326,29 @@ double graph_chain_us(Launch&& launch, int sets, cudaStream_t stream) {
          kPerGraph;
 }
 
+// graph_chain_us of the write on input set i, into w.cache or, with `caches`, into caches[i].
+double write_chain_us(KVCacheWriter& writer, const Workload& w, int sets, cudaStream_t stream,
+                      const std::vector<DeviceBuffer>* caches = nullptr) {
+  return graph_chain_us(
+      [&](int i, cudaStream_t s) {
+        WriteArgs a = w.args[static_cast<size_t>(i)];
+        a.stream = s;
+        if (caches != nullptr) a.cache.data = (*caches)[static_cast<size_t>(i)].get();
+        EXPECT_TRUE(writer.write(a).is_ok());
+      },
+      sets, stream);
+}
+
+// graph_chain_us of the stand-in kernel reading input set i (K and V) into `scratch`.
+double stand_in_chain_us(const Workload& w, void* scratch, bool prefetch, cudaStream_t stream) {
+  return graph_chain_us(
+      [&](int i, cudaStream_t s) {
+        const DeviceBuffer& in = w.inputs[static_cast<size_t>(i)];
+        (void)launch_stand_in_kernel(s, in.get(), scratch, in.bytes(), prefetch);
+      },
+      static_cast<int>(w.inputs.size()), stream);
+}
+
 // Issue 7's decode target in graph replay (<= 3 us a write) against what the same chain costs
 // for a kernel that only waits for its predecessor (the floor), and for one that moves the same
 // bytes as the write with the write's launch and thread count but does no quantization, loading
@@ -366,30 +376,14 @@ TEST(GpuPerf, DecodeGraphChainReport) {
     const double empty = graph_chain_us(
         [&](int, cudaStream_t s) { (void)launch_stand_in_kernel(s, nullptr, nullptr, 0, false); },
         sets, st);
-    const auto stand_in = [&](bool prefetch) {
-      return graph_chain_us(
-          [&](int i, cudaStream_t s) {
-            (void)launch_stand_in_kernel(s, w.inputs[static_cast<size_t>(i)].get(), scratch.get(),
-                                         read_bytes, prefetch);
-          },
-          sets, st);
-    };
     std::vector<DeviceBuffer> caches;  // [sets], each like w.cache
     for (int i = 0; i < sets; ++i) caches.emplace_back(w.cache.bytes());
     ASSERT_FALSE(HasFatalFailure());
-    const auto write = [&](int chain_sets, bool rotate_caches) {
-      return graph_chain_us(
-          [&](int i, cudaStream_t s) {
-            WriteArgs a = w.args[static_cast<size_t>(i)];
-            a.stream = s;
-            if (rotate_caches) a.cache.data = caches[static_cast<size_t>(i)].get();
-            EXPECT_TRUE(writer->write(a).is_ok());
-          },
-          chain_sets, st);
-    };
-    const double plain = stand_in(false), prefetched = stand_in(true);
-    const double one_cache = write(sets, false), cache_per_set = write(sets, true),
-                 hot = write(1, false);
+    const double plain = stand_in_chain_us(w, scratch.get(), false, st),
+                 prefetched = stand_in_chain_us(w, scratch.get(), true, st);
+    const double one_cache = write_chain_us(*writer, w, sets, st),
+                 cache_per_set = write_chain_us(*writer, w, sets, st, &caches),
+                 hot = write_chain_us(*writer, w, 1, st);
     std::printf(
         "decode graph chain (16 a graph) T=%-5lld H=%-2lld D=%lld: empty PDL kernel %.2f us; "
         "stand-in moving the bytes (%.2f MB read, %.2f MB written) %.2f us, with L2 prefetch "
@@ -433,36 +427,22 @@ TEST(GpuPerf, MidSizeAgainstSameBytesReport) {
     DeviceBuffer scratch(std::max<size_t>(set_bytes / 4, copy_bytes));
     ASSERT_FALSE(HasFatalFailure());
     const size_t sets = w.inputs.size();
-    const double write_us = time_queued(st, [&](int i) {
-                              WriteArgs a = w.args[static_cast<size_t>(i) % sets];
-                              a.stream = st;
-                              EXPECT_TRUE(writer->write(a).is_ok());
-                            }).median_us;
-    const double copy_us =
-        time_queued(st, [&](int i) {
-          check_cuda(cudaMemcpyAsync(scratch.get(), w.inputs[static_cast<size_t>(i) % sets].get(),
-                                     copy_bytes, cudaMemcpyDeviceToDevice, st),
-                     "copy");
-        }).median_us;
-    const double stand_in_us =
-        time_queued(st, [&](int i) {
-          check_cuda(launch_stand_in_kernel(st, w.inputs[static_cast<size_t>(i) % sets].get(),
-                                            scratch.get(), set_bytes, false),
-                     "stand-in");
-        }).median_us;
-    const double write_chain_us = graph_chain_us(
-        [&](int i, cudaStream_t s) {
-          WriteArgs a = w.args[static_cast<size_t>(i)];
-          a.stream = s;
-          EXPECT_TRUE(writer->write(a).is_ok());
-        },
-        static_cast<int>(sets), st);
-    const double stand_in_chain_us = graph_chain_us(
-        [&](int i, cudaStream_t s) {
-          (void)launch_stand_in_kernel(s, w.inputs[static_cast<size_t>(i)].get(), scratch.get(),
-                                       set_bytes, false);
-        },
-        static_cast<int>(sets), st);
+    const auto queued_us = [&](auto&& launch) {
+      return time_with_events(st, launch, true).median_us;
+    };
+    const double write_us = time_direct(*writer, w, st, /*queued=*/true).median_us;
+    const double copy_us = queued_us([&](int i) {
+      check_cuda(cudaMemcpyAsync(scratch.get(), w.inputs[static_cast<size_t>(i) % sets].get(),
+                                 copy_bytes, cudaMemcpyDeviceToDevice, st),
+                 "copy");
+    });
+    const double stand_in_us = queued_us([&](int i) {
+      check_cuda(launch_stand_in_kernel(st, w.inputs[static_cast<size_t>(i) % sets].get(),
+                                        scratch.get(), set_bytes, false),
+                 "stand-in");
+    });
+    const double write_chain = write_chain_us(*writer, w, static_cast<int>(sets), st);
+    const double stand_in_chain = stand_in_chain_us(w, scratch.get(), false, st);
     const auto pct = [&](double bytes, double us) { return 100.0 * bytes / (us * 1e-6) / ceiling; };
     const double stand_in_bytes = 1.25 * static_cast<double>(set_bytes);
     std::printf(
@@ -472,17 +452,15 @@ TEST(GpuPerf, MidSizeAgainstSameBytesReport) {
         static_cast<long long>(shape.T), static_cast<long long>(shape.H),
         static_cast<long long>(shape.D), w.write_bytes * 1e-6, stand_in_bytes * 1e-6, write_us,
         pct(w.write_bytes, write_us), copy_us, pct(2.0 * static_cast<double>(copy_bytes), copy_us),
-        stand_in_us, pct(stand_in_bytes, stand_in_us), write_chain_us,
-        pct(w.write_bytes, write_chain_us), stand_in_chain_us,
-        pct(stand_in_bytes, stand_in_chain_us));
+        stand_in_us, pct(stand_in_bytes, stand_in_us), write_chain, pct(w.write_bytes, write_chain),
+        stand_in_chain, pct(stand_in_bytes, stand_in_chain));
     const std::string tag = "_T" + std::to_string(shape.T) + "_H" + std::to_string(shape.H);
     RecordProperty("direct_write_pct" + tag, std::to_string(pct(w.write_bytes, write_us)));
     RecordProperty("direct_memcpy_pct" + tag,
                    std::to_string(pct(2.0 * static_cast<double>(copy_bytes), copy_us)));
     RecordProperty("direct_stand_in_pct" + tag, std::to_string(pct(stand_in_bytes, stand_in_us)));
-    RecordProperty("graph_write_pct" + tag, std::to_string(pct(w.write_bytes, write_chain_us)));
-    RecordProperty("graph_stand_in_pct" + tag,
-                   std::to_string(pct(stand_in_bytes, stand_in_chain_us)));
+    RecordProperty("graph_write_pct" + tag, std::to_string(pct(w.write_bytes, write_chain)));
+    RecordProperty("graph_stand_in_pct" + tag, std::to_string(pct(stand_in_bytes, stand_in_chain)));
   }
 }
 
