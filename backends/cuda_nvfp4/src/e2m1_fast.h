@@ -8,8 +8,9 @@
 //   c     = min(y, 6)                        NaN -> +6 (min returns the non-NaN operand); keeps
 //                                            the sign of every non-NaN y, -0.0 included
 //   m     = min(|c|, 6)                      the magnitude, saturated
-//   E     = round((m + 4)/2 - 1/2) - 2       0 in [0, 2], 1 in (2, 4), 2 in [4, 6]: the binade
-//                                            of max(m, 1), except E = 0 at m = 2 (see below)
+//   t     = fma(m, -9/16, 2^24 + 2)          one rounding across 2^24, where the ulp halves:
+//                                            t = 2^24 + 2 - E with E = 0 below m = 16/9,
+//                                            1 up to m = 40/9, 2 above (see binade_of)
 //   magic = 2^22 * 2^E + 2E ulps             the float whose ulp is the E2M1 step at m (0.5 in
 //                                            [0, 2), 1 in [2, 4), 2 in [4, 6]); its bits are
 //                                            linear in E: one integer multiply-add
@@ -21,9 +22,9 @@
 //           after 8 elements element i sits in bits [4i, 4i+4).
 // E may be one binade low or high near a binade edge without changing the code: for m in
 // [1.75, 2.25] both step 0.5 and step 1 round to 2 (ties included), for m in [3.5, 4.5] both
-// step 1 and step 2 round to 4. E and magic come from the FMA pipe (FADD, FFMA, IMAD); the
-// exponent mask, max and shift they replaced ran on the ALU pipe, which bounded the write kernel
-// on the H200 (docs/perf-notes.md, v9).
+// step 1 and step 2 round to 4; E's switches at 16/9 and 40/9 lie inside those windows. E and
+// magic come from the FMA pipe (FFMA, IMAD): two instructions an element, where the exponent
+// mask, max and shift of v1-v8 were four on the ALU pipe (docs/perf-notes.md, v9 and v20).
 // e2m1x8_hw: sm_100's cvt.rn.satfinite.e2m1x2.f32 (two elements per instruction). Only defined
 // in device code compiled for an arch that has it (KVQ_HAVE_HW_E2M1); the plugin's probe
 // compares it with the software path on the boundary values before any write uses it.
@@ -62,17 +63,22 @@ KVQ_HD float abs_min6(float a) {
   return m < 6.0f ? m : 6.0f;
 #endif
 }
-// 2^23 + E + 2 for m in [0, 6], E = round(m/2 - 1/2) with ties to even (the E2M1 binade up to
-// the edges that do not matter, see above). The + 4 keeps the sum above 2^23, where its ulp is 1:
-// no single multiply-add can do it, as 2^23 + 3/2 is not a float. m + 4 may round, which moves E
-// only next to m = 2 and m = 4; u/2 is exact, so the FMA and the host's multiply then add round
-// once, identically.
+// 2^24 + 2 - E for m in [0, 6]: the E2M1 binade up to the edges that do not matter (see above),
+// by one multiply-add. The exact value 2^24 + 2 - 9m/16 falls from 2^24 + 2, where the ulp is 2,
+// through 2^24 to 2^24 - 1.375, where it is 1: so it rounds to 2^24 + 2 while 9m/16 < 1, to 2^24
+// up to 9m/16 = 5/2, and to 2^24 - 1 up to 9m/16 = 7/2 (no float m lands on a tie),
+// i.e. m = 56/9 > 6. On a uniform grid (the FADD + FFMA of v9) the second switch can only come
+// at 3x the first; across the binade edge it comes at 2.5x, which fits both windows.
+// The host computes the same in double: m * 9/16 is exact there, and so is the difference
+// for every m >= 1/2 (the difference then spans at most 53 significant bits), which covers both
+// switch points; below 1/2 the exact value is within 0.29 of 2^24 + 2, and the double's error
+// (< 2^-28) cannot carry it across the switch at 2^24 + 1.
 KVQ_HD float binade_of(float m) {
-  constexpr float kBias = 8388607.5f;  // 2^23 - 1/2
+  constexpr float kTop = 16777218.0f;  // 2^24 + 2
 #if defined(__CUDA_ARCH__)
-  return __fmaf_rn(__fadd_rn(m, 4.0f), 0.5f, kBias);
+  return __fmaf_rn(m, -0.5625f, kTop);
 #else
-  return (m + 4.0f) * 0.5f + kBias;
+  return static_cast<float>(static_cast<double>(kTop) - static_cast<double>(m) * 0.5625);
 #endif
 }
 KVQ_HD float add_rn(float a, float b) {
@@ -94,9 +100,10 @@ KVQ_HD uint32_t shift_in_nibble(uint32_t lo, uint32_t hi) {
 // A magnitude m in [0, 6] rounded to the E2M1 grid by one add: the code in the low 3 bits of the
 // result (bit 3 clear).
 KVQ_HD uint32_t e2m1_round_magnitude(float m) {
-  // bits(binade_of(m)) = 0x4B000002 + E; magic = (149 + E) << 23 | 2E = E * 0x800002 + 2^22's
-  // bits 0x4A800000; the addend takes 0x4B000002 * 0x800002 = 0x97000004 (mod 2^32) back out.
-  const uint32_t magic = kvq::detail::float_to_bits(binade_of(m)) * 0x800002u + 0xB37FFFFCu;
+  // bits(binade_of(m)) = 0x4B800001 - E; magic = (149 + E) << 23 | 2E = E * 0x800002 + 2^22's
+  // bits 0x4A800000 = 0xE2000002 - bits * 0x800002 (mod 2^32), as 0x4B800001 * 0x800002 =
+  // 0x97800002.
+  const uint32_t magic = kvq::detail::float_to_bits(binade_of(m)) * 0xFF7FFFFEu + 0xE2000002u;
   return kvq::detail::float_to_bits(detail::add_rn(m, kvq::detail::bits_to_float(magic)));
 }
 
