@@ -74,6 +74,25 @@ __global__ void exhaustive_e4m3_kernel(ExhaustiveResult* r) {
   report(r, checked, bad, first);
 }
 
+// Every positive float with exponent field 1..252, the in-window reciprocal's whole domain.
+constexpr uint32_t kWindowFirst = 0x00800000u;  // 2^-126
+constexpr uint32_t kWindowEnd = 0x7E800000u;    // 2^126, excluded
+
+__global__ void exhaustive_reciprocal_kernel(ExhaustiveResult* r) {
+  unsigned long long bad = 0, checked = 0;
+  uint32_t first = 0xFFFFFFFFu;
+  for (uint64_t i = kWindowFirst + blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < kWindowEnd;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const float x = __uint_as_float(static_cast<uint32_t>(i));
+    ++checked;
+    if (__float_as_uint(rcp_rn_in_window(x)) != __float_as_uint(__frcp_rn(x))) {
+      ++bad;
+      first = min(first, static_cast<uint32_t>(i));
+    }
+  }
+  report(r, checked, bad, first);
+}
+
 __global__ void e4m3_decode_kernel(uint32_t* out) {
   const uint32_t c = threadIdx.x;
   out[c] = __float_as_uint(e4m3_decode(c));
@@ -89,13 +108,13 @@ __global__ void e2m1_sw_codes_kernel(const uint32_t* bits, uint32_t* out, int wo
 }
 
 __global__ void quantize_groups_kernel(const float* x, int groups, float global, float inv,
-                                       uint32_t* out) {
+                                       bool fast_rcp, uint32_t* out) {
   const int g = blockIdx.x * blockDim.x + threadIdx.x;
   if (g >= groups) return;
   RawGroup<InputType::f32> raw;
 #pragma unroll
   for (int k = 0; k < 4; ++k) raw.v[k] = reinterpret_cast<const uint4*>(x + 16 * g)[k];
-  const QuantizedGroup q = quantize_group16<InputType::f32, false>(raw, global, inv);
+  const QuantizedGroup q = quantize_group16<InputType::f32, false>(raw, global, inv, fast_rcp);
   out[3 * g] = q.scale;
   out[3 * g + 1] = q.data[0];
   out[3 * g + 2] = q.data[1];
@@ -137,6 +156,11 @@ int exhaustive_e2m1_products(ExhaustiveResult* out) {
   return run_exhaustive(launch_exhaustive_e2m1<E2m1Path::product>, out);
 }
 
+int exhaustive_reciprocal_in_window(ExhaustiveResult* out) {
+  return run_exhaustive(
+      +[](ExhaustiveResult* r) { exhaustive_reciprocal_kernel<<<4096, 256>>>(r); }, out);
+}
+
 int exhaustive_e4m3(ExhaustiveResult* out) {
   return run_exhaustive(
       +[](ExhaustiveResult* r) { exhaustive_e4m3_kernel<<<4096, 256>>>(r); }, out);
@@ -163,7 +187,8 @@ int e2m1_sw_codes(const uint32_t* bits, uint32_t* out, int n) {
   return cudaMemcpy(out, res.p, bytes, cudaMemcpyDeviceToHost);
 }
 
-int quantize_groups(const float* x, int groups, float global, float inv_global, uint32_t* out) {
+int quantize_groups(const float* x, int groups, float global, float inv_global, bool fast_rcp,
+                    uint32_t* out) {
   DevicePtr<float> in;
   DevicePtr<uint32_t> res;
   const size_t in_bytes = static_cast<size_t>(groups) * 16 * sizeof(float);
@@ -172,7 +197,8 @@ int quantize_groups(const float* x, int groups, float global, float inv_global, 
   if (cudaError_t e = cudaMalloc(&res.p, out_bytes); e != cudaSuccess) return e;
   if (cudaError_t e = cudaMemcpy(in.p, x, in_bytes, cudaMemcpyHostToDevice); e != cudaSuccess)
     return e;
-  quantize_groups_kernel<<<(groups + 127) / 128, 128>>>(in.p, groups, global, inv_global, res.p);
+  quantize_groups_kernel<<<(groups + 127) / 128, 128>>>(in.p, groups, global, inv_global, fast_rcp,
+                                                        res.p);
   if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
   return cudaMemcpy(out, res.p, out_bytes, cudaMemcpyDeviceToHost);
 }

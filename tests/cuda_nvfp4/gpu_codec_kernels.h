@@ -20,6 +20,9 @@ int exhaustive_e2m1(bool hardware, ExhaustiveResult* out);
 // product, against kvq::e2m1_from_float(x): checks the canonical NaN it relies on as well.
 int exhaustive_e2m1_products(ExhaustiveResult* out);
 
+// Every positive float in [2^-126, 2^126): rcp_rn_in_window against __frcp_rn (IEEE rcp.rn).
+int exhaustive_reciprocal_in_window(ExhaustiveResult* out);
+
 // All 2^32: the hardware E4M3 encoder the kernel uses against kvq::e4m3_from_float.
 int exhaustive_e4m3(ExhaustiveResult* out);
 
@@ -30,10 +33,11 @@ int e4m3_decode_all(uint32_t* out256);
 // out[i].
 int e2m1_sw_codes(const uint32_t* bits, uint32_t* out, int n);
 
-// quantize_group16 (the write kernel's quantizer, f32 input, software E2M1) on `groups` groups
-// of 16:
+// quantize_group16 (the write kernel's quantizer, f32 input, software E2M1; step 4 by the
+// in-window reciprocal when fast_rcp) on `groups` groups of 16:
 // out[3*g] = scale, out[3*g+1..2] = data words.
-int quantize_groups(const float* x, int groups, float global, float inv_global, uint32_t* out);
+int quantize_groups(const float* x, int groups, float global, float inv_global, bool fast_rcp,
+                    uint32_t* out);
 
 // For the decode report: a kernel that moves what a decode write moves and nothing else, launched
 // as the write is (programmatic dependent launch, 256 threads a block): read_bytes / 64 threads,

@@ -11,6 +11,7 @@
 #include "gpu_codec_kernels.h"
 #include "gpu_test_support.h"
 #include "hw_e2m1_check.h"
+#include "kernel_desc.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "probe.h"
 
@@ -69,6 +70,14 @@ TEST(GpuCodecs, E4m3HardwareEncodeExhaustive) {
   ExhaustiveResult r;
   check_cuda(exhaustive_e4m3(&r), "exhaustive E4M3");
   EXPECT_EQ(r.checked, uint64_t{1} << 32);
+  EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
+}
+
+TEST(GpuCodecs, ReciprocalInWindowExhaustive) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  ExhaustiveResult r;
+  check_cuda(exhaustive_reciprocal_in_window(&r), "exhaustive in-window reciprocal");
+  EXPECT_EQ(r.checked, uint64_t{252} << 23);  // exponent fields 1..252, every mantissa
   EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
 }
 
@@ -132,24 +141,31 @@ TEST(GpuCodecs, DeviceQuantizerMatchesNvfp4QuantizeGroup) {
       x[static_cast<size_t>(g) * 16 + i] = v;
     }
   }
-  for (float k_scale : {1.0f, 0.0123f, 448.0f, 3e-38f}) {
-    const float global = nvfp4_global_scale(k_scale);
-    const float inv = 1.0f / global;
-    std::vector<uint32_t> out(static_cast<size_t>(groups) * 3);
-    check_cuda(quantize_groups(x.data(), groups, global, inv, out.data()), "quantize groups");
-    int bad = 0;
-    for (int g = 0; g < groups; ++g) {
-      const Nvfp4Group want = nvfp4_quantize_group(&x[static_cast<size_t>(g) * 16], global);
-      uint32_t w[2];
-      std::memcpy(w, want.data, 8);
-      const uint32_t* got = &out[static_cast<size_t>(g) * 3];
-      if ((got[0] != want.scale || got[1] != w[0] || got[2] != w[1]) && bad++ < 5) {
-        ADD_FAILURE() << "k_scale " << k_scale << " group " << g << ": scale 0x" << std::hex
-                      << got[0] << " vs 0x" << +want.scale << ", data " << got[1] << ":" << got[2]
-                      << " vs " << w[0] << ":" << w[1];
+  // 3e-38 and 1e36 put step 4's divisors outside the in-window reciprocal's window (below
+  // 2^-126, above 2^126): those take __frcp_rn alone; the others both ways.
+  for (float k_scale : {1.0f, 0.0123f, 448.0f, 3e-38f, 1e36f}) {
+    for (bool fast_rcp : {false, true}) {
+      const float global = nvfp4_global_scale(k_scale);
+      const float inv = 1.0f / global;
+      if (fast_rcp && !reciprocal_window_holds(inv)) continue;
+      SCOPED_TRACE(fast_rcp ? "in-window reciprocal" : "__frcp_rn");
+      std::vector<uint32_t> out(static_cast<size_t>(groups) * 3);
+      check_cuda(quantize_groups(x.data(), groups, global, inv, fast_rcp, out.data()),
+                 "quantize groups");
+      int bad = 0;
+      for (int g = 0; g < groups; ++g) {
+        const Nvfp4Group want = nvfp4_quantize_group(&x[static_cast<size_t>(g) * 16], global);
+        uint32_t w[2];
+        std::memcpy(w, want.data, 8);
+        const uint32_t* got = &out[static_cast<size_t>(g) * 3];
+        if ((got[0] != want.scale || got[1] != w[0] || got[2] != w[1]) && bad++ < 5) {
+          ADD_FAILURE() << "k_scale " << k_scale << " group " << g << ": scale 0x" << std::hex
+                        << got[0] << " vs 0x" << +want.scale << ", data " << got[1] << ":" << got[2]
+                        << " vs " << w[0] << ":" << w[1];
+        }
       }
+      EXPECT_EQ(bad, 0) << "k_scale " << k_scale;
     }
-    EXPECT_EQ(bad, 0) << "k_scale " << k_scale;
   }
 }
 

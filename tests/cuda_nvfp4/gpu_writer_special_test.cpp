@@ -134,7 +134,8 @@ TEST(GpuWriterSpecial, SpecialValuesMatchReferenceInEveryDtypeAndLayout) {
       for (auto [k_arr, v_arr] :
            {std::pair{"linear", "sm100_swizzled"}, std::pair{"sm100_swizzled", "linear"}}) {
         for (auto [ks, vs] :
-             {std::pair{1.0f, 1.0f}, std::pair{0.0123f, 7.5f}, std::pair{2.0f / 448, 1e-30f}}) {
+             {std::pair{1.0f, 1.0f}, std::pair{0.0123f, 7.5f}, std::pair{2.0f / 448, 1e-30f},
+              std::pair{3e-38f, 1e36f}}) {  // the last: step 4 outside the fast window
           for (bool device_scales : {false, true}) {
             WriteCase c = special_case(dtype, order, k_arr, v_arr, ks, vs);
             c.device_scales = device_scales;
@@ -146,7 +147,7 @@ TEST(GpuWriterSpecial, SpecialValuesMatchReferenceInEveryDtypeAndLayout) {
       }
     }
   }
-  EXPECT_EQ(cases, 3 * 2 * 2 * 3 * 2);
+  EXPECT_EQ(cases, 3 * 2 * 2 * 4 * 2);
 }
 
 // shared/design/nvfp4-format.md's worked vectors, as exact bytes (f32 input, K side, head 0,

@@ -74,6 +74,36 @@ TEST_F(WritePlanTest, ValidWriteFillsTheDescriptor) {
   EXPECT_EQ(desc_.global_scale[1], 1.0f / 3.0f);
   EXPECT_EQ(desc_.inv_global_scale[1], 1.0f / (1.0f / 3.0f));
   EXPECT_EQ(desc_.scale_ptr[0], nullptr);
+  EXPECT_EQ(desc_.fast_reciprocal[0], 1);
+  EXPECT_EQ(desc_.fast_reciprocal[1], 1);
+}
+
+// Step 4's divisor sf / global must stay normal and below 2^126 for the in-window reciprocal:
+// scales whose products leave that window take __frcp_rn's checked path; device scales are
+// checked by the kernel.
+TEST_F(WritePlanTest, FastReciprocalOnlyWhereEveryDivisorIsInTheWindow) {
+  EXPECT_TRUE(reciprocal_window_holds(1.0f));
+  EXPECT_TRUE(reciprocal_window_holds(0x1p-117f));          // 2^-9 x 2^-117 = 2^-126: the low edge
+  EXPECT_FALSE(reciprocal_window_holds(0x1.fffffcp-118f));  // (0x1.fffffep-118 rounds up to it)
+  EXPECT_TRUE(reciprocal_window_holds(0x1.249248p117f));    // x 448 just below 2^126
+  EXPECT_FALSE(reciprocal_window_holds(0x1.24924ap117f));
+  for (float bad : {0.0f, -1.0f, std::numeric_limits<float>::infinity(),
+                    std::numeric_limits<float>::quiet_NaN()}) {
+    EXPECT_FALSE(reciprocal_window_holds(bad)) << bad;
+  }
+  args_.k_scale = 3e-38f;  // inv_global = k_scale: 2^-9 of it is below 2^-126
+  args_.v_scale = 2.0f;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.fast_reciprocal[0], 0);
+  EXPECT_EQ(desc_.fast_reciprocal[1], 1);
+  args_.k_scale = 1.0f;
+  args_.v_scale = 1e36f;  // 448 of it is above 2^126
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.fast_reciprocal[0], 1);
+  EXPECT_EQ(desc_.fast_reciprocal[1], 0);
+  args_.v_scale_ptr = static_cast<const float*>(addr(0x50000));
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.fast_reciprocal[1], 1);  // the kernel checks a device scale
 }
 
 TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {

@@ -8,7 +8,9 @@
 //            sm_89+), equal to kvq::e4m3_from_float for all 2^32 inputs
 //            (GpuCodecs.E4m3HardwareExhaustive); decoded by cvt f16x2.e4m3x2 + cvt f32.f16,
 //            exact for all 256 codes (GpuCodecs.E4m3DecodeAll)
-//   step 4   __frcp_rn (IEEE reciprocal, correctly rounded) = div_rn(1, x) for every x
+//   step 4   __frcp_rn (IEEE reciprocal, correctly rounded) = div_rn(1, x) for every x; with
+//            fast_rcp (the write's scales keep every divisor in reciprocal_window_holds'
+//            window) its in-window path alone, rcp_rn_in_window
 //   step 5-6 __fmul_rn, then E2M1 8 at a time (e2m1x8_products, e2m1_fast.h)
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -30,16 +32,27 @@ __device__ __forceinline__ float e4m3_decode(uint32_t code) {
   return __half2float(__half(h));
 }
 
+// 1/x correctly rounded for x normal and below 2^126 (exponent field 1..252). This is what
+// __frcp_rn runs for such x (MUFU.RCP refined by one Newton step; in the SASS), without its
+// per-call range check and the branch to a slow-path call behind it: 9 instructions issued a
+// group instead of 15 (docs/perf-notes.md, v21). Equal to __frcp_rn for every x in that window
+// (GpuCodecs.ReciprocalInWindowExhaustive); outside it, wrong (no denormals, no overflow).
+__device__ __forceinline__ float rcp_rn_in_window(float x) {
+  float r;
+  asm("rcp.approx.ftz.f32 %0, %1;" : "=f"(r) : "f"(x));
+  return __fmaf_rn(r, __fmaf_rn(-x, r, 1.0f), r);  // r + r * (1 - x r)
+}
+
 struct QuantizedGroup {
   uint32_t scale;    // E4M3 byte in the low 8 bits
   uint32_t data[2];  // 16 nibbles: element i of the group in bits [4(i%8), 4(i%8)+4) of data[i/8]
 };
 
 // One group's 16 input elements -> scale byte and 8 data bytes. `global` = 1 / k_scale,
-// `inv_global` = 1 / global.
+// `inv_global` = 1 / global; fast_rcp only where reciprocal_window_holds(inv_global).
 template <InputType In, bool kUseHwE2m1>
 __device__ __forceinline__ QuantizedGroup quantize_group16(const RawGroup<In>& raw, float global,
-                                                           float inv_global) {
+                                                           float inv_global, bool fast_rcp) {
   float x[16];
   widen_group<In>(raw, x);
   const float amax = group_amax<In>(raw, x);
@@ -47,7 +60,8 @@ __device__ __forceinline__ QuantizedGroup quantize_group16(const RawGroup<In>& r
   QuantizedGroup q;
   q.scale = e4m3_encode(__fmul_rn(global, __fmul_rn(amax, r6)));
   const float sf = e4m3_decode(q.scale);
-  const float out = sf != 0.0f ? __frcp_rn(__fmul_rn(sf, inv_global)) : 0.0f;
+  const float divisor = __fmul_rn(sf, inv_global);
+  const float out = sf != 0.0f ? (fast_rcp ? rcp_rn_in_window(divisor) : __frcp_rn(divisor)) : 0.0f;
   q.data[0] = e2m1x8_products<kUseHwE2m1>(x, out);
   q.data[1] = e2m1x8_products<kUseHwE2m1>(x + 8, out);
   return q;

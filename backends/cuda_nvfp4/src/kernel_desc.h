@@ -67,6 +67,18 @@ struct PageAddressing {
 
 enum class InputType : int32_t { bf16 = 0, f16 = 1, f32 = 2 };
 
+// Whether step 4's divisor sf * inv_global is normal and below 2^126 (where __frcp_rn needs no
+// slow path; group_quantize.cuh) for every nonzero E4M3 scale sf, 2^-9 up to 448: the rounded
+// products are monotone in sf, so the two ends decide. False for a NaN, infinite, zero or
+// negative inv_global. The same IEEE float products on the host and the device.
+KVQ_HD bool reciprocal_window_holds(float inv_global) {
+  constexpr float kMinScale = 1.0f / 512.0f;     // smallest E4M3 subnormal
+  constexpr float kMaxScale = 448.0f;            // largest E4M3 value
+  constexpr float kMinNormal = 1.17549435e-38f;  // 2^-126
+  constexpr float kTop = 8.50705917e37f;         // 2^126
+  return inv_global * kMinScale >= kMinNormal && inv_global * kMaxScale < kTop;
+}
+
 struct WriteKernelDesc {
   const void* src[2];       // key, value: [T, H, D], element strides below, last dim contiguous
   int64_t token_stride[2];  // in elements
@@ -82,6 +94,9 @@ struct WriteKernelDesc {
   const float* scale_ptr[2];
   float global_scale[2];
   float inv_global_scale[2];
+  // Per side, 1 where step 4 may skip __frcp_rn's range check and slow path: a host scale for
+  // which reciprocal_window_holds(inv_global_scale), or a device scale (the kernel checks it).
+  int32_t fast_reciprocal[2];
   unsigned long long* out_of_range;  // slots >= num_slots skipped (one count per token)
   // How items map to threads (plan_write picks, from the writer's WriteSizeBars):
   //   groups_per_thread  G: a thread covers groups [G*u, G*u + G) of one (token, head) row; 2 for

@@ -101,7 +101,7 @@ __device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& 
 template <InputType In, bool kUseHwE2m1, int G, int kSides>
 __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<In, G, kSides>& u,
                                            const float (&global)[kSides],
-                                           const float (&inv_global)[kSides]) {
+                                           const float (&inv_global)[kSides], bool fast_rcp) {
   // Every side quantized before the slot is looked at: the slot load's latency hides behind the
   // E2M1 work.
   QuantizedGroup q[kSides][G];
@@ -109,7 +109,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
   for (int s = 0; s < kSides; ++s) {
 #pragma unroll
     for (int k = 0; k < G; ++k) {
-      q[s][k] = quantize_group16<In, kUseHwE2m1>(u.raw[s][k], global[s], inv_global[s]);
+      q[s][k] = quantize_group16<In, kUseHwE2m1>(u.raw[s][k], global[s], inv_global[s], fast_rcp);
     }
   }
   if (u.slot < 0) return;  // padding
@@ -206,18 +206,21 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
   const Unit<In, G, kSides> u = load_unit<In, G, kSides, kStream>(d, item, side0);
   float global[kSides], inv_global[kSides];
+  bool fast_rcp = true;
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
     const int side = side0 + s;
+    fast_rcp = fast_rcp && d.fast_reciprocal[side] != 0;  // host scales: decided by plan_write
     if (d.scale_ptr[side] != nullptr) {
       global[s] = __frcp_rn(__ldg(d.scale_ptr[side]));  // nvfp4_global_scale: 1 / scale
       inv_global[s] = __frcp_rn(global[s]);
+      fast_rcp = fast_rcp && reciprocal_window_holds(inv_global[s]);
     } else {
       global[s] = d.global_scale[side];
       inv_global[s] = d.inv_global_scale[side];
     }
   }
-  write_unit<In, kUseHwE2m1, G, kSides>(d, u, global, inv_global);
+  write_unit<In, kUseHwE2m1, G, kSides>(d, u, global, inv_global, fast_rcp);
 }
 
 // How a kernel maps items to threads and when it triggers the next launch: the descriptor's

@@ -287,11 +287,13 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
     d.scale_ptr[s] = scale_ptrs[s];
     d.global_scale[s] = 0.0f;
     d.inv_global_scale[s] = 0.0f;
+    d.fast_reciprocal[s] = 1;
     if (scale_ptrs[s] == nullptr) {
       // nvfp4_global_scale and step 4's 1/global, with the same IEEE float division as the
       // device (and as reference_cpu).
       d.global_scale[s] = 1.0f / host_scales[s];
       d.inv_global_scale[s] = 1.0f / d.global_scale[s];
+      d.fast_reciprocal[s] = reciprocal_window_holds(d.inv_global_scale[s]) ? 1 : 0;
     }
   }
   d.slots = args.slot_mapping.data;
