@@ -52,6 +52,9 @@ TEST_F(DemoGpuTest, TensorParallelEqualsOneShardOnCuda) {
   ASSERT_EQ(two["shards"].size(), 2u);
   EXPECT_EQ(two["shards"][0]["device"], "cuda:0");
   EXPECT_EQ(two["shards"][1]["device"], one_gpu ? "cuda:0" : "cuda:1");
+  // The device line names every GPU the shards use.
+  EXPECT_EQ(two["device"].get<std::string>().find("(cuda:1,") != std::string::npos, !one_gpu)
+      << two["device"];
   const json& t = two["timeline"];
   std::cout << "timeline: " << t["writes"] << " writes, " << t["write_s"] << " s in writes, "
             << t["overlap_s"] << " s with both shards' writes issued and neither finished\n";

@@ -113,12 +113,14 @@ inline json without_timings(json j) {
   return j;
 }
 
-// Everything that must not depend on --tensor-parallel: all but the timings, the shards array
-// and the timeline.
+// Everything that must not depend on --tensor-parallel: all but the timings, the shards array,
+// the timeline and the device line (it names every device the shards use; each shard's own is in
+// the shards array).
 inline json without_sharding(json j) {
   j = without_timings(std::move(j));
   j.erase("shards");
   j.erase("timeline");
+  j.erase("device");
   return j;
 }
 
