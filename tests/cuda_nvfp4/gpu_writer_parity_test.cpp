@@ -36,8 +36,9 @@ TEST(GpuWriterParity, RandomCasesMatchReferenceByteForByte) {
 // Each thread mapping (plan_write; the H200's bars: two groups a thread from 540,672 items, one
 // side a thread up to 33,792, streaming loads up to 168,960) on writes large enough to take it,
 // in every order and arrangement:
-//   12,000 tokens x 8 heads x 8 groups = 768,000 items: two groups a thread for 16-bit input
-//     (cases 0..15 of random_case's cycle);
+//   12,003 tokens x 8 heads x 8 groups = 768,192 items: two groups a thread for 16-bit input
+//     (cases 0..15 of random_case's cycle), in HND pages in token runs of 8 (and 3 tokens after
+//     the last run); 9,001 tokens x 16 heads x 4 groups: the same with runs of 16 (9 after);
 //    4,000 tokens: 256,000 items, one group and both sides a thread (cases 0..31: f32 and a
 //     fused QKV input too);
 //    2,000 tokens: 128,000 items, the same streaming (L2 prefetch, evict-first loads; cases
@@ -49,8 +50,8 @@ TEST(GpuWriterParity, LargeWritesMatchReferenceByteForByte) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(20261203);
   for (const auto& [shape, cases] :
-       {std::pair{CaseShape{8, 128, 16, 12000}, 16}, std::pair{CaseShape{8, 128, 16, 4000}, 32},
-        std::pair{CaseShape{8, 128, 16, 2000}, 32}}) {
+       {std::pair{CaseShape{8, 128, 16, 12003}, 16}, std::pair{CaseShape{16, 64, 16, 9001}, 8},
+        std::pair{CaseShape{8, 128, 16, 4000}, 32}, std::pair{CaseShape{8, 128, 16, 2000}, 32}}) {
     for (int i = 0; i < cases; ++i) {
       const WriteCase c = random_case(rng, i, &shape);
       for (size_t offset : {size_t{0}, size_t{8}, size_t{1}}) {

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "kvq/layouts/nvfp4_page_layout.h"
 
@@ -104,6 +106,64 @@ TEST_F(WritePlanTest, FastReciprocalOnlyWhereEveryDivisorIsInTheWindow) {
   args_.v_scale_ptr = static_cast<const float*>(addr(0x50000));
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.fast_reciprocal[1], 1);  // the kernel checks a device scale
+}
+
+// The writer's item order: every (token, head, group) exactly once; token runs (a warp's items
+// consecutive tokens of one head, whose page bytes sit together) only for two groups a thread in
+// HND pages with at least as many heads as a warp has rows and rows shorter than a line; the
+// reader's order everywhere else.
+TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
+  struct Case {
+    int64_t heads, head_size;
+    const char* order;
+    int64_t tokens;
+    bool pairs;  // two groups a thread
+    uint32_t run_log2;
+  };
+  for (const Case& c : {Case{8, 128, "HND", 37, true, 3}, Case{32, 128, "HND", 1000, true, 3},
+                        Case{16, 64, "HND", 21, true, 4}, Case{8, 128, "HND", 37, false, 0},
+                        Case{4, 128, "HND", 37, true, 0}, Case{8, 64, "HND", 100, true, 0},
+                        Case{8, 256, "HND", 6, true, 0}, Case{8, 128, "NHD", 37, true, 0},
+                        Case{1, 128, "HND", 9, true, 0}, Case{2, 80, "HND", 11, false, 0}}) {
+    SCOPED_TRACE(std::to_string(c.heads) + "x" + std::to_string(c.head_size) + " " + c.order +
+                 " T=" + std::to_string(c.tokens) + (c.pairs ? " G=2" : " G=1"));
+    spec_.num_kv_heads = c.heads;
+    spec_.head_size = c.head_size;
+    spec_.num_blocks = 64;
+    spec_.layout.order = c.order;
+    spec_.layout.v_scales = c.head_size % 64 == 0 ? "sm100_swizzled" : "linear";
+    layout_ = std::make_unique<Nvfp4PageLayout>(spec_);
+    ASSERT_TRUE(make_page_addressing(layout_->descriptor(), &addressing_).is_ok());
+    args_.key = make_view(addr(0x100000), DType::bf16, {c.tokens, c.heads, c.head_size}, kDev);
+    args_.value = make_view(addr(0x900000), DType::bf16, {c.tokens, c.heads, c.head_size}, kDev);
+    args_.slot_mapping = make_view(addr(0x30000), DType::i64, {c.tokens}, kDev);
+    args_.cache = make_view(addr(0x4000000), DType::u8,
+                            {64, static_cast<int64_t>(layout_->page_bytes())}, kDev);
+    bars_.pair_min_items = c.pairs ? 0 : ~uint64_t{0};
+    ASSERT_TRUE(plan().is_ok());
+    ASSERT_EQ(desc_.groups_per_thread, c.pairs ? 2 : 1);
+    EXPECT_EQ(desc_.run_log2, c.run_log2);
+    const uint32_t run = 1u << c.run_log2;
+    EXPECT_EQ(desc_.run_tokens, c.run_log2 == 0 ? 0u : static_cast<uint32_t>(c.tokens) / run * run);
+
+    const int64_t S = c.head_size / 16;
+    std::vector<int> seen(static_cast<size_t>(c.tokens * c.heads * S), 0);
+    const uint32_t warp_items = 32u * static_cast<uint32_t>(desc_.groups_per_thread);
+    for (uint32_t item = 0; item < desc_.page.items; ++item) {
+      const ItemIndex ix = split_write_item(desc_, item);
+      ASSERT_LT(ix.token, c.tokens);
+      ASSERT_LT(ix.head, c.heads);
+      ASSERT_LT(ix.group, S);
+      ++seen[static_cast<size_t>((ix.token * c.heads + ix.head) * S + ix.group)];
+      // Within a run, a warp stays on its first item's head and on tokens run-aligned with it.
+      const ItemIndex first = split_write_item(desc_, item / warp_items * warp_items);
+      if (c.run_log2 > 0 && first.token < desc_.run_tokens) {
+        ASSERT_EQ(ix.head, first.head) << "item " << item;
+        ASSERT_EQ(ix.token >> c.run_log2, first.token >> c.run_log2) << "item " << item;
+      }
+    }
+    for (size_t i = 0; i < seen.size(); ++i) ASSERT_EQ(seen[i], 1) << "row-group " << i;
+  }
 }
 
 TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {

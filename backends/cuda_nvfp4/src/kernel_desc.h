@@ -67,6 +67,19 @@ struct PageAddressing {
 
 enum class InputType : int32_t { bf16 = 0, f16 = 1, f32 = 2 };
 
+struct ItemIndex {
+  uint32_t token, head, group;
+};
+
+// The reader's item order: item = (token * H + head) * S + group.
+KVQ_HD ItemIndex split_item(const PageAddressing& p, uint32_t item) {
+  ItemIndex ix;
+  uint32_t row;
+  p.groups_div.divmod(item, row, ix.group);
+  p.heads_div.divmod(row, ix.token, ix.head);
+  return ix;
+}
+
 // Whether step 4's divisor sf * inv_global is normal and below 2^126 (where __frcp_rn needs no
 // slow path; group_quantize.cuh) for every nonzero E4M3 scale sf, 2^-9 up to 448: the rounded
 // products are monotone in sf, so the two ends decide. False for a NaN, infinite, zero or
@@ -113,7 +126,34 @@ struct WriteKernelDesc {
   int32_t sides_per_thread;
   int32_t streaming_loads;
   int32_t early_trigger;
+  // The two-group kernel's item order (split_write_item): rows (token, head) in runs of
+  // 2^run_log2 consecutive tokens of one head for tokens [0, run_tokens), so that a warp's items
+  // are one run and its page bytes land together in HND pages; the reader's (token, head) order
+  // after that, and everywhere with run_log2 = run_tokens = 0 (plan_write says when). One-group
+  // kernels always take the reader's order.
+  uint32_t run_log2;
+  uint32_t run_tokens;  // a multiple of 2^run_log2
 };
+
+// The writer's item order (run_log2 above): in a run, row = ((run * H + head) << run_log2) |
+// token-in-run; after the runs, row = (token - run_tokens) * H + head. A bijection on
+// [0, T * H * S) either way (WritePlanTest.WriterItemOrderIsABijection).
+KVQ_HD ItemIndex split_write_item(const WriteKernelDesc& d, uint32_t item) {
+  ItemIndex ix;
+  uint32_t row;
+  d.page.groups_div.divmod(item, row, ix.group);
+  const uint32_t run_rows = d.run_tokens * d.page.heads_div.divisor;
+  if (row < run_rows) {
+    uint32_t run;
+    d.page.heads_div.divmod(row >> d.run_log2, run, ix.head);
+    ix.token = (run << d.run_log2) | (row & ((1u << d.run_log2) - 1u));
+  } else {
+    uint32_t t;
+    d.page.heads_div.divmod(row - run_rows, t, ix.head);
+    ix.token = d.run_tokens + t;
+  }
+  return ix;
+}
 
 // The write sizes (in items) where the thread mapping changes, from the kernels' occupancy on
 // the writer's device (preload_write_kernels).

@@ -1,24 +1,13 @@
 #pragma once
-// Work item -> (token, head, group) and slot -> (page, token-in-page), shared by the write and
-// read kernels. Division by the run-time constants goes through FastDivmod (no IDIV in the hot
-// path); a cache with more than 2^31 slots takes the 64-bit division, chosen once per launch.
+// Slot -> (page, token-in-page), shared by the write and read kernels (work item -> (token, head,
+// group): kernel_desc.h). Division by the run-time constants goes through FastDivmod (no IDIV in
+// the hot path); a cache with more than 2^31 slots takes the 64-bit division, chosen once per
+// launch.
 #include <cstdint>
 
 #include "kernel_desc.h"
 
 namespace kvq::cuda_nvfp4 {
-
-struct ItemIndex {
-  uint32_t token, head, group;
-};
-
-__device__ __forceinline__ ItemIndex split_item(const PageAddressing& p, uint32_t item) {
-  ItemIndex ix;
-  uint32_t row;
-  p.groups_div.divmod(item, row, ix.group);
-  p.heads_div.divmod(row, ix.token, ix.head);
-  return ix;
-}
 
 // Where token's slot is in a [T] int64 or int32 slot mapping.
 __device__ __forceinline__ const void* slot_address(const void* slots, int32_t slots_are_i64,

@@ -83,7 +83,7 @@ template <InputType In, int G, int kSides, bool kStream>
 __device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& d, uint32_t item,
                                                          int side0) {
   Unit<In, G, kSides> u;
-  u.ix = split_item(d.page, item);
+  u.ix = G == 2 ? split_write_item(d, item) : split_item(d.page, item);  // runs: G = 2 only
   u.side0 = side0;
   u.slot = load_slot(d.slots, d.slots_are_i64, u.ix.token);
 #pragma unroll
@@ -189,7 +189,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
     // fetched before the wait is never a stale copy of data that kernel writes; the loads after
     // the wait are the ones whose values count. Where that kernel made the inputs they are in L2
     // already and this costs two instructions. Measured: perf-notes, v12.
-    const ItemIndex ix = split_item(d.page, item);
+    const ItemIndex ix = split_item(d.page, item);  // streaming kernels are one-group
 #pragma unroll
     for (int s = 0; s < kSides; ++s) {
       const char* p = unit_input<In>(d, ix, side0 + s);
