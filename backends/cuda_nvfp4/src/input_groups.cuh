@@ -104,14 +104,18 @@ __device__ __forceinline__ float group_amax(const RawGroup<In>& r, const float (
     Pair m[8];
 #pragma unroll
     for (int i = 0; i < 8; ++i) m[i] = __habs2(*reinterpret_cast<const Pair*>(&w[i]));
-#pragma unroll
-    for (int step = 4; step >= 1; step /= 2) {
-#pragma unroll
-      for (int i = 0; i < step; ++i) m[i] = __hmax2(m[i], m[i + step]);
-    }
+    // Nine operands, zero among them (an all-NaN lane gives 0, as the reference's running max
+    // from 0), in max(max(a, b), c) triples: ptxas fuses each into one three-input VHMNMX, four
+    // in all, where a pairwise tree and a float max with 0 took six.
+    const uint32_t zero_bits = 0;  // +0 in both lanes, bf16 or f16
+    const Pair zero = *reinterpret_cast<const Pair*>(&zero_bits);
+    const Pair t0 = __hmax2(__hmax2(m[0], m[1]), m[2]);
+    const Pair t1 = __hmax2(__hmax2(m[3], m[4]), m[5]);
+    const Pair t2 = __hmax2(__hmax2(m[6], m[7]), zero);
+    const Pair top = __hmax2(__hmax2(t0, t1), t2);
     float lo, hi;
-    widen_pair<In>(*reinterpret_cast<const uint32_t*>(&m[0]), lo, hi);
-    return fmaxf(fmaxf(lo, hi), 0.0f);
+    widen_pair<In>(*reinterpret_cast<const uint32_t*>(&top), lo, hi);
+    return fmaxf(lo, hi);
   }
 }
 

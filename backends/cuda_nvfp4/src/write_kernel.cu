@@ -148,7 +148,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
           gr + 1 < a.group_div.divisor ? a.scale_gr : a.scale_gq - gr * a.scale_gr;
       if (step == 1 && (reinterpret_cast<uintptr_t>(page + off) & 1u) == 0) {
         *reinterpret_cast<uint16_t*>(page + off) =
-            static_cast<uint16_t>((q[s][0].scale & 0xFFu) | (q[s][G - 1].scale << 8));
+            static_cast<uint16_t>(q[s][0].scale | (q[s][G - 1].scale << 8));
       } else {
         page[off] = static_cast<uint8_t>(q[s][0].scale);
         page[off + step] = static_cast<uint8_t>(q[s][G - 1].scale);
