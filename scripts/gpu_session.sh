@@ -4,7 +4,8 @@
 # (../shared/design/gpu-workflow.md):   scripts/gpu_session.sh OUTDIR [STEPS]
 # STEPS: a comma list of tests,suite,bench,demo (default: all). Every step has its own time cap;
 # logs land in OUTDIR, one summary line per step goes to stdout, and OUTDIR/results.tgz packs it
-# all (the device tool returns at most 8 files).
+# all, bench and demo JSON included: the only file it leaves there, as the device tool returns at
+# most 8 files a call (loose copies beside an A/B's files once made it drop the tarball).
 set -uo pipefail
 out=${1:?usage: gpu_session.sh OUTDIR [STEPS]}
 steps=${2:-tests,suite,bench,demo}
@@ -33,13 +34,11 @@ if has suite; then  # cuda_nvfp4: gpu tests (json), memcheck, perf report
 fi
 if has bench; then
   timeout 330 scripts/gpu_bench.sh "$work/bench" 2>&1 | tail -60
-  cp "$work"/bench/*.json "$out"/ 2>/dev/null
 fi
 if has demo; then
   timeout 60 build/bin/kvq-demo --backend cuda_nvfp4 --verify --json "$work/demo.json" 2>&1 | tail -20
   timeout 60 build/bin/kvq-demo --json "$work/demo_auto.json" > "$work/demo_auto.txt" 2>&1
   echo "kvq-demo (auto) rc=$?"
-  cp "$work/demo.json" "$out/" 2>/dev/null
 fi
 tar -C "$work" -czf "$out/results.tgz" .
 echo "gpu_session: results in $out/results.tgz"
