@@ -6,8 +6,8 @@
 //   step 2   the same two __fmul_rn products as nvfp4_scale_byte
 //   step 3   E4M3 by the hardware converter (cvt.rn.satfinite.e4m3x2.f32, one F2FP.SATFINITE on
 //            sm_89+), equal to kvq::e4m3_from_float for all 2^32 inputs
-//            (GpuCodecs.E4m3HardwareExhaustive); decoded by cvt f16x2.e4m3x2 + cvt f32.f16,
-//            exact for all 256 codes (GpuCodecs.E4m3DecodeAll)
+//            (GpuCodecs.E4m3HardwareEncodeExhaustive); decoded by cvt f16x2.e4m3x2 + cvt f32.f16,
+//            exact for all 256 codes (GpuCodecs.E4m3DecodeAllCodes)
 //   step 4   __frcp_rn (IEEE reciprocal, correctly rounded) = div_rn(1, x) for every x; with
 //            fast_rcp (the write's scales keep every divisor in reciprocal_window_holds'
 //            window) its in-window path alone, rcp_rn_in_window

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <bit>
 #include <cmath>
 #include <cstdint>
 #include <limits>
@@ -325,7 +326,7 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.run_tokens = 0;
   if (d.groups_per_thread == 2 && layout.order == Order::HND && layout.groups < 16 &&
       warp_rows * layout.groups == 64 && layout.num_heads >= warp_rows) {
-    while ((int64_t{1} << d.run_log2) < warp_rows) ++d.run_log2;
+    d.run_log2 = static_cast<uint32_t>(std::countr_zero(static_cast<uint64_t>(warp_rows)));
     d.run_tokens = static_cast<uint32_t>(tokens) >> d.run_log2 << d.run_log2;
   }
   d.out_of_range = nullptr;
