@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # A/B of cuda_nvfp4 builds on the GPU machine, from the repository root (docs/perf-notes.md):
-#   scripts/gpu_ab.sh OUTDIR NAME=DIR ...
+#   scripts/gpu_ab.sh OUTDIR NAME=DIR[@VAR=VALUE...] ...
 # Each DIR holds a libkvq_cuda_nvfp4.so built from one kernel version (carried under build/lib);
-# each runs in turn as build/lib/kvq/plugins' plugin, same inputs, one process per version, and
-# the table compares them. Env: KVQ_AB_SHAPES, KVQ_AB_TOKENS (the sweep), KVQ_AB_ROUNDS (times
+# each runs in turn as build/lib/kvq/plugins' plugin, same inputs, one process per version (with
+# the environment variables after '@', for builds that read an A/B switch), and the table
+# compares them. Env: KVQ_AB_SHAPES, KVQ_AB_TOKENS (the sweep), KVQ_AB_ROUNDS (times
 # through the list, interleaved, default 2: clocks drift between runs).
 set -uo pipefail
 out=${1:?usage: scripts/gpu_ab.sh OUTDIR NAME=DIR ...}
@@ -18,8 +19,10 @@ cp "$plugin" "$out/.built.so"
 for ((r = 1; r <= rounds; ++r)); do
   for spec in "$@"; do
     name=${spec%%=*} dir=${spec#*=}
+    IFS=@ read -ra vars <<< "$dir"
+    dir=${vars[0]}
     cp "$dir/libkvq_cuda_nvfp4.so" "$plugin"
-    timeout 150 build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 \
+    env "${vars[@]:1}" timeout 150 build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 \
       --shapes "$shapes" --tokens "$tokens" --json "$out/$name.$r.json" > "$out/$name.$r.txt" 2>&1
     echo "gpu_ab.sh: $name round $r: exit $?" >&2
   done
