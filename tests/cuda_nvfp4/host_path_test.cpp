@@ -134,8 +134,8 @@ TEST(LaunchShape, GridAndBlockAreNeverZeroOrOversized) {
       EXPECT_GE(w.blocks, 1u) << items;
       EXPECT_LE(w.blocks, 0x7FFFFFFFu) << items;
       EXPECT_GE(uint64_t{w.blocks} * w.threads, items);
-      const LaunchShape r = read_launch_shape(items, sms);
-      EXPECT_TRUE(r.threads == 128 || r.threads == 256) << items;
+      const LaunchShape r = read_launch_shape(items);
+      EXPECT_EQ(r.threads, kReadBlockThreads) << items;
       EXPECT_GE(r.blocks, 1u) << items;
       EXPECT_LE(r.blocks, 0x7FFFFFFFu) << items;
       EXPECT_GE(uint64_t{r.blocks} * r.threads, uint64_t{items} * kReadThreadsPerItem);
@@ -153,8 +153,26 @@ TEST(LaunchShape, GridAndBlockAreNeverZeroOrOversized) {
     EXPECT_GE(uint64_t{w.blocks} * w.threads, 2 * ((uint64_t{items} + 31) / 32 * 32)) << items;
     EXPECT_LT(uint64_t{w.blocks - 1} * w.threads, 2 * uint64_t{items}) << items;
   }
+  // Writes of more than one wave (no streaming loads): blocks of 64, one thread per unit.
+  for (uint32_t items : {168962u, 262144u, 540672u, 1048576u, (1u << 31) - 2}) {
+    for (int groups : {1, 2}) {
+      WriteKernelDesc desc{};
+      desc.page.items = items;
+      desc.groups_per_thread = groups;
+      desc.sides_per_thread = 2;
+      desc.streaming_loads = 0;
+      const uint64_t units = items / static_cast<uint32_t>(groups);
+      const LaunchShape w = write_launch_shape(desc, 132);
+      EXPECT_EQ(w.threads, kWaveBlockThreads) << items;
+      EXPECT_LE(w.blocks, 0x7FFFFFFFu) << items;
+      EXPECT_GE(uint64_t{w.blocks} * w.threads, units) << items;
+      EXPECT_LT(uint64_t{w.blocks - 1} * w.threads, units) << items;
+      desc.streaming_loads = 1;  // one wave: launch_shape's blocks
+      EXPECT_EQ(write_launch_shape(desc, 132).threads, 256u) << items;
+    }
+  }
   EXPECT_EQ(launch_shape(0, 132).blocks, 0u);  // an empty write launches nothing
-  EXPECT_EQ(read_launch_shape(0, 132).blocks, 0u);
+  EXPECT_EQ(read_launch_shape(0).blocks, 0u);
   // The descriptors are passed by value as kernel parameters (limit 4 KiB before CUDA 12.1).
   EXPECT_LE(sizeof(WriteKernelDesc), 4096u);
   EXPECT_LE(sizeof(ReadKernelDesc), 4096u);

@@ -234,7 +234,7 @@ Status CudaNvfp4Reader::read(const ReadArgs& args) noexcept {
     auto stream = static_cast<cudaStream_t>(args.stream);
     StreamBook::Entry* entry = nullptr;
     if (Status st = check_stream(streams_, stream, -1, ordinal, &entry); !st) return st;
-    return launch_read(desc, read_launch_shape(desc.page.items, info_.num_sms), stream, ordinal);
+    return launch_read(desc, read_launch_shape(desc.page.items), stream, ordinal);
   } catch (...) {
     return catch_as_status([] { throw; });
   }

@@ -20,7 +20,6 @@
 namespace kvq::cuda_nvfp4 {
 namespace {
 
-constexpr int kMaxThreads = 256;
 static_assert(kReadThreadsPerItem == 4, "the kernel splits a group of 16 into 4 x 4 values");
 
 // 2 data bytes (4 codes, element 4q + j in bits [4j, 4j + 4)) at `p`, which is 2-byte aligned
@@ -56,7 +55,7 @@ __device__ __forceinline__ void e2m1x4_to_float(uint32_t codes, float (&v)[4]) {
   v[3] = __uint_as_float(v23 & 0xFFFF0000u);
 }
 
-__global__ void __launch_bounds__(kMaxThreads)
+__global__ void __launch_bounds__(kReadBlockThreads)
     nvfp4_read_kernel(const __grid_constant__ ReadKernelDesc d) {
   const uint64_t thread = static_cast<uint64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   const auto item = static_cast<uint32_t>(thread >> 2);  // items < 2^31: fits
@@ -116,8 +115,16 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 }  // namespace
 
-LaunchShape read_launch_shape(uint32_t items, int num_sms) {
-  return launch_shape(uint64_t{items} * kReadThreadsPerItem, num_sms);
+// 128 threads a block, whatever the size. Measured on the H200 (docs/perf-notes.md, v26) against
+// 256 for reads of at least 33,792 threads: +0.3 to +2.2 points from T = 4096 in graph replay,
+// +0.4 to +2.0 in direct launches (4x128 T = 16384 68.6 -> 70.1%); 64 halves the speed of large
+// reads (each thread's work is short, and blocks start at a limited rate).
+LaunchShape read_launch_shape(uint32_t items) {
+  const uint64_t threads = uint64_t{items} * kReadThreadsPerItem;
+  LaunchShape s;
+  s.threads = kReadBlockThreads;
+  s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
+  return s;
 }
 
 Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,

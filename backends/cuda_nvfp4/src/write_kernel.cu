@@ -296,7 +296,18 @@ LaunchShape launch_shape(uint64_t threads, int num_sms) {
 LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
   const uint64_t items = desc.page.items;
   if (desc.sides_per_thread == 1) return launch_shape(2 * ((items + 31) / 32 * 32), num_sms);
-  return launch_shape(items / static_cast<uint32_t>(desc.groups_per_thread), num_sms);
+  const uint64_t threads = items / static_cast<uint32_t>(desc.groups_per_thread);
+  if (desc.streaming_loads) return launch_shape(threads, num_sms);
+  // More than one wave: blocks of 64 threads. An SM frees a block's slot only when all its warps
+  // are done; small blocks let the next ones start as soon as a few warps finish, inside a wave
+  // and in the last one. Measured on the H200 (docs/perf-notes.md, v26), against 256: graph
+  // replays +0.6 to +3.3 points (8x128 T = 16384 81.4 -> 84.3, 32x128 T = 4096 81.0 -> 84.3),
+  // direct launches up to +2.1. One-wave (streaming) writes lose 0.6 to 2.5 with small blocks,
+  // so they keep launch_shape's.
+  LaunchShape s;
+  s.threads = kWaveBlockThreads;
+  s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
+  return s;
 }
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,

@@ -12,10 +12,13 @@ struct LaunchShape {
   unsigned threads = 0;
 };
 
-// Blocks for `threads` threads (the write: one per unit of desc.groups_per_thread items and
-// desc.sides_per_thread sides); 256 threads a block, 128 when that leaves SMs idle (decode
+// Blocks for `threads` threads: 256 threads a block, 128 when that leaves SMs idle (decode
 // batches), so a small launch spreads over more SMs.
 LaunchShape launch_shape(uint64_t threads, int num_sms);
+// The write's grid: one thread per unit of desc.groups_per_thread items and
+// desc.sides_per_thread sides. Streaming writes (at most one wave) take launch_shape; larger
+// ones, blocks of kWaveBlockThreads.
+inline constexpr unsigned kWaveBlockThreads = 64;
 LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms);
 
 // Queues the write on `stream` (nothing else: no sync, no allocation; `ordinal`, the current
@@ -25,9 +28,10 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
                     CUstream_st* stream, int ordinal) noexcept;
 
 // The read kernel runs kReadThreadsPerItem threads per work item (each stores one float4 of each
-// side), with the same 256/128 rule on the thread count.
+// side), kReadBlockThreads a block at every size.
 inline constexpr int kReadThreadsPerItem = 4;
-LaunchShape read_launch_shape(uint32_t items, int num_sms);
+inline constexpr unsigned kReadBlockThreads = 128;
+LaunchShape read_launch_shape(uint32_t items);
 
 Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,
                    int ordinal) noexcept;
