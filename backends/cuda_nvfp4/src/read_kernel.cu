@@ -117,7 +117,7 @@ __global__ void __launch_bounds__(kReadBlockThreads)
 
 // 128 threads a block, whatever the size. Measured on the H200 (docs/perf-notes.md, v26) against
 // 256 for reads of at least 33,792 threads: +0.3 to +2.2 points from T = 4096 in graph replay,
-// +0.4 to +2.0 in direct launches (4x128 T = 16384 68.6 -> 70.1%); 64 halves the speed of large
+// -0.1 to +2.0 in direct launches (4x128 T = 16384 68.6 -> 70.1%); 64 halves the speed of large
 // reads (each thread's work is short, and blocks start at a limited rate).
 LaunchShape read_launch_shape(uint32_t items) {
   const uint64_t threads = uint64_t{items} * kReadThreadsPerItem;

@@ -301,9 +301,9 @@ LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
   // More than one wave: blocks of 64 threads. An SM frees a block's slot only when all its warps
   // are done; small blocks let the next ones start as soon as a few warps finish, inside a wave
   // and in the last one. Measured on the H200 (docs/perf-notes.md, v26), against 256: graph
-  // replays +0.6 to +3.3 points (8x128 T = 16384 81.4 -> 84.3, 32x128 T = 4096 81.0 -> 84.3),
-  // direct launches up to +2.1. One-wave (streaming) writes lose 0.6 to 2.5 with small blocks,
-  // so they keep launch_shape's.
+  // replays +0.1 to +3.3 points (8x128 T = 16384 81.4 -> 84.3, 32x128 T = 4096 81.0 -> 84.3),
+  // direct launches -0.3 to +2.1. One-wave (streaming) writes mostly lose, up to 2.6 points, with
+  // small blocks, so they keep launch_shape's.
   LaunchShape s;
   s.threads = kWaveBlockThreads;
   s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
