@@ -7,7 +7,7 @@
 # compares them. Env: KVQ_AB_SHAPES, KVQ_AB_TOKENS (the sweep), KVQ_AB_ROUNDS (times
 # through the list, interleaved, default 2: clocks drift between runs).
 set -uo pipefail
-out=${1:?usage: scripts/gpu_ab.sh OUTDIR NAME=DIR ...}
+out=${1:?usage: scripts/gpu_ab.sh OUTDIR NAME=DIR[@VAR=VALUE...] ...}
 shift
 shapes=${KVQ_AB_SHAPES:-8x128,1x128,8x64,32x128}
 tokens=${KVQ_AB_TOKENS:-1024,4096,16384,65536}
@@ -22,8 +22,8 @@ for ((r = 1; r <= rounds; ++r)); do
     IFS=@ read -ra vars <<< "$dir"
     dir=${vars[0]}
     cp "$dir/libkvq_cuda_nvfp4.so" "$plugin"
-    env "${vars[@]:1}" timeout 150 build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 \
-      --shapes "$shapes" --tokens "$tokens" --json "$out/$name.$r.json" > "$out/$name.$r.txt" 2>&1
+    env "${vars[@]:1}" timeout 150 build/bin/kvq bench configs/nvfp4_sm100.yaml \
+      --backend cuda_nvfp4 --shapes "$shapes" --tokens "$tokens" --json "$out/$name.$r.json" > "$out/$name.$r.txt" 2>&1
     echo "gpu_ab.sh: $name round $r: exit $?" >&2
   done
 done
