@@ -23,7 +23,8 @@ for ((r = 1; r <= rounds; ++r)); do
     dir=${vars[0]}
     cp "$dir/libkvq_cuda_nvfp4.so" "$plugin"
     env "${vars[@]:1}" timeout 150 build/bin/kvq bench configs/nvfp4_sm100.yaml \
-      --backend cuda_nvfp4 --shapes "$shapes" --tokens "$tokens" --json "$out/$name.$r.json" > "$out/$name.$r.txt" 2>&1
+      --backend cuda_nvfp4 --shapes "$shapes" --tokens "$tokens" --json "$out/$name.$r.json" \
+      > "$out/$name.$r.txt" 2>&1
     echo "gpu_ab.sh: $name round $r: exit $?" >&2
   done
 done
