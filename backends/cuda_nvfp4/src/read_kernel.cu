@@ -120,11 +120,7 @@ __global__ void __launch_bounds__(kReadBlockThreads)
 // -0.1 to +2.0 in direct launches (4x128 T = 16384 68.6 -> 70.1%); 64 halves the speed of large
 // reads (each thread's work is short, and blocks start at a limited rate).
 LaunchShape read_launch_shape(uint32_t items) {
-  const uint64_t threads = uint64_t{items} * kReadThreadsPerItem;
-  LaunchShape s;
-  s.threads = kReadBlockThreads;
-  s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
-  return s;
+  return blocks_of(uint64_t{items} * kReadThreadsPerItem, kReadBlockThreads);
 }
 
 Status launch_read(const ReadKernelDesc& desc, const LaunchShape& shape, CUstream_st* stream,

@@ -285,12 +285,16 @@ cudaError_t resident_threads(bool use_hw_e2m1, Mapping m, uint64_t sms, uint64_t
 
 }  // namespace
 
-LaunchShape launch_shape(uint64_t threads, int num_sms) {
+LaunchShape blocks_of(uint64_t threads, unsigned block_threads) {
   LaunchShape s;
-  s.threads = kMaxThreads;
-  if (num_sms > 0 && threads < static_cast<uint64_t>(num_sms) * kMaxThreads) s.threads = 128;
-  s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
+  s.threads = block_threads;
+  s.blocks = static_cast<unsigned>((threads + block_threads - 1) / block_threads);
   return s;
+}
+
+LaunchShape launch_shape(uint64_t threads, int num_sms) {
+  const bool small = num_sms > 0 && threads < static_cast<uint64_t>(num_sms) * kMaxThreads;
+  return blocks_of(threads, small ? 128 : kMaxThreads);
 }
 
 LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
@@ -304,10 +308,7 @@ LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
   // replays +0.1 to +3.3 points (8x128 T = 16384 81.4 -> 84.3, 32x128 T = 4096 81.0 -> 84.3),
   // direct launches -0.3 to +2.1. One-wave (streaming) writes mostly lose, up to 2.6 points, with
   // small blocks, so they keep launch_shape's.
-  LaunchShape s;
-  s.threads = kWaveBlockThreads;
-  s.blocks = static_cast<unsigned>((threads + s.threads - 1) / s.threads);
-  return s;
+  return blocks_of(threads, kWaveBlockThreads);
 }
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,

@@ -12,6 +12,8 @@ struct LaunchShape {
   unsigned threads = 0;
 };
 
+// `threads` threads in blocks of `block_threads` (the last one partly idle).
+LaunchShape blocks_of(uint64_t threads, unsigned block_threads);
 // Blocks for `threads` threads: 256 threads a block, 128 when that leaves SMs idle (decode
 // batches), so a small launch spreads over more SMs.
 LaunchShape launch_shape(uint64_t threads, int num_sms);
