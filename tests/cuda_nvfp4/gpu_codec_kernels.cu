@@ -241,11 +241,11 @@ __global__ void stand_in_kernel(const uint4* __restrict__ src, uint4* __restrict
 }  // namespace
 
 int launch_stand_in_kernel(void* stream, const void* src, void* dst, uint64_t read_bytes,
-                           bool prefetch) {
+                           bool prefetch, unsigned block_threads) {
   const auto threads = static_cast<uint32_t>(read_bytes / 64);
   cudaLaunchConfig_t config{};
-  config.gridDim = dim3(std::max(1u, (threads + 255) / 256));
-  config.blockDim = dim3(256);
+  config.gridDim = dim3(std::max(1u, (threads + block_threads - 1) / block_threads));
+  config.blockDim = dim3(block_threads);
   config.stream = static_cast<cudaStream_t>(stream);
   cudaLaunchAttribute pdl{};
   pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;

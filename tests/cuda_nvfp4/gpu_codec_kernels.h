@@ -40,12 +40,12 @@ int quantize_groups(const float* x, int groups, float global, float inv_global, 
                     uint32_t* out);
 
 // For the decode report: a kernel that moves what a decode write moves and nothing else, launched
-// as the write is (programmatic dependent launch, 256 threads a block): read_bytes / 64 threads,
+// as the write is (programmatic dependent launch, block_threads a block): read_bytes / 64 threads,
 // each reading 64 consecutive bytes of src and writing 16 to dst (read_bytes / 4 in all; a
 // write stores 18 per 64 read). read_bytes: a multiple of 64. prefetch: each thread first
 // prefetches its bytes into L2 before the programmatic-launch wait, as small writes do.
 int launch_stand_in_kernel(void* stream, const void* src, void* dst, uint64_t read_bytes,
-                           bool prefetch);
+                           bool prefetch, unsigned block_threads);
 
 // For the host cost report: launches an empty kernel taking a `param_bytes` (0 or 280, the
 // write descriptor's size) parameter on `stream` (a cudaStream_t); returns the launch error.

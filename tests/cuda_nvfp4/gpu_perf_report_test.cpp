@@ -18,6 +18,7 @@
 
 #include "gpu_codec_kernels.h"
 #include "gpu_test_support.h"
+#include "write_kernel.h"
 
 namespace kvq::cuda_nvfp4::test {
 namespace {
@@ -339,14 +340,25 @@ double write_chain_us(KVCacheWriter& writer, const Workload& w, int sets, cudaSt
       sets, stream);
 }
 
-// graph_chain_us of the stand-in kernel reading input set i (K and V) into `scratch`.
-double stand_in_chain_us(const Workload& w, void* scratch, bool prefetch, cudaStream_t stream) {
+// graph_chain_us of the stand-in kernel reading input set i (K and V) into `scratch`, in blocks
+// of `block_threads`.
+double stand_in_chain_us(const Workload& w, void* scratch, bool prefetch, unsigned block_threads,
+                         cudaStream_t stream) {
   return graph_chain_us(
       [&](int i, cudaStream_t s) {
         const DeviceBuffer& in = w.inputs[static_cast<size_t>(i)];
-        (void)launch_stand_in_kernel(s, in.get(), scratch, in.bytes(), prefetch);
+        (void)launch_stand_in_kernel(s, in.get(), scratch, in.bytes(), prefetch, block_threads);
       },
       static_cast<int>(w.inputs.size()), stream);
+}
+
+// The SMs of the current device (launch_shape's small-grid rule needs them).
+int device_sms() {
+  int device = 0, sms = 0;
+  check_cuda(cudaGetDevice(&device), "cudaGetDevice");
+  check_cuda(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
+             "cudaDeviceGetAttribute(multiprocessor count)");
+  return sms;
 }
 
 // Issue 7's decode target in graph replay (<= 3 us a write) against what the same chain costs
@@ -373,14 +385,18 @@ TEST(GpuPerf, DecodeGraphChainReport) {
     const uint64_t read_bytes = w.inputs[0].bytes();  // K and V of the set, bf16
     DeviceBuffer scratch(read_bytes / 4);
     ASSERT_FALSE(HasFatalFailure());
+    // Blocks as a streaming (one-wave) write of the stand-in's thread count gets them.
+    const unsigned block = launch_shape(read_bytes / 64, device_sms()).threads;
     const double empty = graph_chain_us(
-        [&](int, cudaStream_t s) { (void)launch_stand_in_kernel(s, nullptr, nullptr, 0, false); },
+        [&](int, cudaStream_t s) {
+          (void)launch_stand_in_kernel(s, nullptr, nullptr, 0, false, block);
+        },
         sets, st);
     std::vector<DeviceBuffer> caches;  // [sets], each like w.cache
     for (int i = 0; i < sets; ++i) caches.emplace_back(w.cache.bytes());
     ASSERT_FALSE(HasFatalFailure());
-    const double plain = stand_in_chain_us(w, scratch.get(), false, st),
-                 prefetched = stand_in_chain_us(w, scratch.get(), true, st);
+    const double plain = stand_in_chain_us(w, scratch.get(), false, block, st),
+                 prefetched = stand_in_chain_us(w, scratch.get(), true, block, st);
     const double one_cache = write_chain_us(*writer, w, sets, st),
                  cache_per_set = write_chain_us(*writer, w, sets, st, &caches),
                  hot = write_chain_us(*writer, w, 1, st);
@@ -405,9 +421,11 @@ TEST(GpuPerf, DecodeGraphChainReport) {
 // Issue 7's mid-size writes against what moving the same bytes costs: in direct launches (events
 // around each, queued back to back as `kvq bench` does) a device-to-device cudaMemcpyAsync of the
 // same read + written bytes (the bench's same_size_copy) and the stand-in kernel (the write's
-// launch, thread count and bytes on the same rotated input sets; no quantization), and in graph
-// replay (16 a graph) the write and the stand-in again. Where the stand-in reaches the memcpy and
-// the write does not, the gap is the write's own work, not the launch of a kernel of that size.
+// programmatic launch and block size, kWaveBlockThreads, since every shape here is past one wave;
+// the one-group kernel's thread count; the write's bytes on the same rotated input sets; no
+// quantization), and in graph replay (16 a graph) the write and the stand-in again. Where the
+// stand-in reaches the memcpy and the write does not, the gap is the write's own work, not the
+// launch of a kernel of that size.
 TEST(GpuPerf, MidSizeAgainstSameBytesReport) {
   KVQ_REQUIRE_CUDA_DEVICE();
   const double ceiling = copy_bandwidth();
@@ -438,11 +456,11 @@ TEST(GpuPerf, MidSizeAgainstSameBytesReport) {
     });
     const double stand_in_us = queued_us([&](int i) {
       check_cuda(launch_stand_in_kernel(st, w.inputs[static_cast<size_t>(i) % sets].get(),
-                                        scratch.get(), set_bytes, false),
+                                        scratch.get(), set_bytes, false, kWaveBlockThreads),
                  "stand-in");
     });
     const double write_chain = write_chain_us(*writer, w, static_cast<int>(sets), st);
-    const double stand_in_chain = stand_in_chain_us(w, scratch.get(), false, st);
+    const double stand_in_chain = stand_in_chain_us(w, scratch.get(), false, kWaveBlockThreads, st);
     const auto pct = [&](double bytes, double us) { return 100.0 * bytes / (us * 1e-6) / ceiling; };
     const double stand_in_bytes = 1.25 * static_cast<double>(set_bytes);
     std::printf(
