@@ -63,4 +63,5 @@ for title, table in (("write, direct", best), ("write, graph", graph), ("read, d
         print(f"{h:>3} {d:>4} {t:>6} | " +
               " ".join(f"{table.get((n, h, d, t), float('nan')):10.1f}" for n in specs))
 PY
-tar -C "$out" -czf "$out/ab.tgz" --exclude ab.tgz --exclude .built.so .
+# Packed beside OUTDIR, then moved in: tar exits 1 on a directory that changes while it reads it.
+tar -C "$out" -czf "$out.tgz" --exclude .built.so . && mv "$out.tgz" "$out/ab.tgz"
