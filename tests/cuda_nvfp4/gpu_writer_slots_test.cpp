@@ -11,11 +11,20 @@
 namespace kvq::cuda_nvfp4::test {
 namespace {
 
+// A small write (one side a thread) and one of 768,192 items (two groups a thread on the H200,
+// which looks at the slot before loading the row).
 TEST(GpuWriterSlots, OutOfRangeAndNegativeSlotsAreSkippedAndCounted) {
   KVQ_REQUIRE_CUDA_DEVICE();
-  for (DType slot_dtype : {DType::i64, DType::i32}) {
+  const CaseShape large{8, 128, 16, 12003};
+  struct SlotCase {
+    DType slot_dtype;
+    const CaseShape* shape;  // nullptr: random_case's small geometry
+  };
+  for (const SlotCase& sc : {SlotCase{DType::i64, nullptr}, SlotCase{DType::i32, nullptr},
+                             SlotCase{DType::i64, &large}, SlotCase{DType::i32, &large}}) {
+    const DType slot_dtype = sc.slot_dtype;
     std::mt19937_64 rng(5);
-    WriteCase c = random_case(rng, 0);
+    WriteCase c = random_case(rng, 0, sc.shape);
     c.slot_dtype = slot_dtype;
     SCOPED_TRACE(c.describe());
     const int64_t num_slots = c.spec.num_blocks * c.spec.block_size;

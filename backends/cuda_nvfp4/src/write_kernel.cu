@@ -13,7 +13,8 @@
 // evict-first (v11); one-side writes of up to one block per SM let the next kernel launch before
 // that wait (v13).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
-// of data rows; every byte is read once and written once.
+// of data rows; every byte is read once and written once (two groups a thread: the rows of
+// padding and out-of-range slots are not read at all).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -79,31 +80,53 @@ __device__ __forceinline__ const char* unit_input(const WriteKernelDesc& d, cons
   return static_cast<const char*>(d.src[side]) + element * InputTraits<In>::kElementBytes;
 }
 
-template <InputType In, int G, int kSides, bool kStream>
-__device__ __forceinline__ Unit<In, G, kSides> load_unit(const WriteKernelDesc& d, uint32_t item,
-                                                         int side0) {
-  Unit<In, G, kSides> u;
-  u.ix = G == 2 ? split_write_item(d, item) : split_item(d.page, item);  // runs: G = 2 only
-  u.side0 = side0;
-  u.slot = load_slot(d.slots, d.slots_are_i64, u.ix.token);
-#pragma unroll
-  for (int s = 0; s < kSides; ++s) {
-    const char* p = unit_input<In>(d, u.ix, side0 + s);
-#pragma unroll
-    for (int k = 0; k < G; ++k) {
-      u.raw[s][k] = load_group<In, kStream>(p + k * 16 * InputTraits<In>::kElementBytes);
-    }
+// Whether a unit's slot writes nothing: padding (negative), or past the cache (never written;
+// counted once per token, by its first unit, for take_out_of_range_slots).
+__device__ __forceinline__ bool writes_nothing(const WriteKernelDesc& d, const ItemIndex& ix,
+                                               int side0, int64_t slot) {
+  if (slot < 0) return true;
+  if (slot >= d.page.num_slots) {
+    if (ix.head == 0 && ix.group == 0 && side0 == 0) atomicAdd(d.out_of_range, 1ull);
+    return true;
   }
-  return u;
+  return false;
 }
 
-// Quantizes one unit and stores its bytes (nothing for padding; out-of-range slots counted).
+// Loads the unit into *u; false when its slot writes nothing and the thread is done.
+// Two groups a thread (the writes of many waves): the slot first, and no input read for a row
+// that writes nothing. Such writes are bound by bandwidth, and an engine's padded batch (the
+// bench's 5% padding) would otherwise read bytes it never stores; the slot's latency hides
+// behind the other resident warps. Measured on the H200 (docs/perf-notes.md, v27): +2.1 to +3.8
+// points of copy in graph replay, +1.2 to +3.6 direct. One group a thread keeps its loads beside
+// the slot load: there the added latency cost up to 3.4 points (fewer waves to hide it in).
+template <InputType In, int G, int kSides, bool kStream>
+__device__ __forceinline__ bool load_unit(const WriteKernelDesc& d, uint32_t item, int side0,
+                                          Unit<In, G, kSides>* u) {
+  u->ix = G == 2 ? split_write_item(d, item) : split_item(d.page, item);  // runs: G = 2 only
+  u->side0 = side0;
+  u->slot = load_slot(d.slots, d.slots_are_i64, u->ix.token);
+  if constexpr (G == 2) {
+    if (writes_nothing(d, u->ix, side0, u->slot)) return false;
+  }
+#pragma unroll
+  for (int s = 0; s < kSides; ++s) {
+    const char* p = unit_input<In>(d, u->ix, side0 + s);
+#pragma unroll
+    for (int k = 0; k < G; ++k) {
+      u->raw[s][k] = load_group<In, kStream>(p + k * 16 * InputTraits<In>::kElementBytes);
+    }
+  }
+  return true;
+}
+
+// Quantizes one unit and stores its bytes (one group a thread: nothing for padding, out-of-range
+// slots counted; two groups: load_unit has done that).
 template <InputType In, bool kUseHwE2m1, int G, int kSides>
 __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<In, G, kSides>& u,
                                            const float (&global)[kSides],
                                            const float (&inv_global)[kSides], bool fast_rcp) {
-  // Every side quantized before the slot is looked at: the slot load's latency hides behind the
-  // E2M1 work.
+  // One group a thread: every side quantized before the slot is looked at, so the slot load's
+  // latency hides behind the E2M1 work.
   QuantizedGroup q[kSides][G];
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
@@ -112,11 +135,8 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
       q[s][k] = quantize_group16<In, kUseHwE2m1>(u.raw[s][k], global[s], inv_global[s], fast_rcp);
     }
   }
-  if (u.slot < 0) return;  // padding
-  if (u.slot >= d.page.num_slots) {
-    // Never written; counted once per token (by its first unit) for take_out_of_range_slots.
-    if (u.ix.head == 0 && u.ix.group == 0 && u.side0 == 0) atomicAdd(d.out_of_range, 1ull);
-    return;
+  if constexpr (G == 1) {
+    if (writes_nothing(d, u.ix, u.side0, u.slot)) return;
   }
   uint64_t page_index;
   uint32_t t;
@@ -204,7 +224,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
 
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
-  const Unit<In, G, kSides> u = load_unit<In, G, kSides, kStream>(d, item, side0);
+  Unit<In, G, kSides> u;
+  if (!load_unit<In, G, kSides, kStream>(d, item, side0, &u)) return;
   float global[kSides], inv_global[kSides];
   bool fast_rcp = true;
 #pragma unroll
