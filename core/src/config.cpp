@@ -10,6 +10,7 @@
 #include <initializer_list>
 #include <limits>
 #include <sstream>
+#include <system_error>
 
 #include "kvq/core/logging.h"
 
@@ -92,7 +93,7 @@ class Parser {
       }
     }
     if (auto n = root["threads"]) {
-      cfg_.threads = static_cast<int32_t>(integer(n, "threads", 0, 4096));
+      cfg_.threads = static_cast<int32_t>(integer(n, "threads", 0, Config::kMaxThreads));
     }
     auto cache = root["cache"];
     if (!cache) fail(root, "cache", "missing required section 'cache'");
@@ -159,6 +160,9 @@ class Parser {
     if (auto v = n["seed"])
       d.seed =
           static_cast<uint64_t>(integer(v, "demo.seed", 0, std::numeric_limits<int64_t>::max()));
+    if (const std::string problem = demo_fit_problem(d, cfg_.cache); !problem.empty()) {
+      fail(n["prompt_tokens"] ? n["prompt_tokens"] : n, "demo.prompt_tokens", problem);
+    }
     cfg_.demo = d;
   }
 
@@ -302,7 +306,23 @@ Config parse_config(std::string_view yaml, const std::string& source) {
   return cfg;
 }
 
+std::string demo_fit_problem(const DemoSpec& demo, const CacheSpec& cache) {
+  const int64_t longest = demo.prompt_tokens[1] + demo.decode_tokens[1];
+  const int64_t blocks = (longest + cache.block_size - 1) / cache.block_size;
+  if (blocks <= cache.num_blocks) return {};
+  return fmt::format(
+      "the longest sequence the demo allows (prompt_tokens max {} + decode_tokens max {} = {} "
+      "tokens) needs {} blocks of {} tokens; cache.num_blocks is {}",
+      demo.prompt_tokens[1], demo.decode_tokens[1], longest, blocks, cache.block_size,
+      cache.num_blocks);
+}
+
 Config load_config(const std::filesystem::path& file) {
+  std::error_code ec;
+  if (std::filesystem::is_directory(file, ec)) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{}: a folder: expected a YAML config file", file.string()));
+  }
   std::ifstream in(file, std::ios::binary);
   if (!in) {
     throw Error(ErrorCode::io,

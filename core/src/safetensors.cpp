@@ -9,6 +9,7 @@
 #include <set>
 #include <system_error>
 
+#include "kvq/core/file_io.h"
 #include "kvq/core/status.h"
 
 namespace kvq {
@@ -240,7 +241,10 @@ SafetensorsFile SafetensorsFile::load(const std::filesystem::path& file) {
     throw Error(ErrorCode::not_found, fmt::format("{}: no such file", source));
   }
   if (!std::filesystem::is_regular_file(file, ec)) {
-    throw Error(ErrorCode::io, fmt::format("{}: not a regular file", source));
+    throw Error(
+        ErrorCode::invalid_argument,
+        fmt::format("{}: {}: expected a safetensors file", source,
+                    std::filesystem::is_directory(file, ec) ? "a folder" : "not a regular file"));
   }
   std::ifstream in(file, std::ios::binary);
   if (!in) throw Error(ErrorCode::io, fmt::format("{}: cannot open for reading", source));
@@ -427,12 +431,7 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<NamedTensor>& tenso
 void save_safetensors(const std::filesystem::path& file, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
   const std::vector<uint8_t> bytes = serialize_safetensors(tensors, metadata);
-  std::ofstream out(file, std::ios::binary | std::ios::trunc);
-  if (!out) throw Error(ErrorCode::io, fmt::format("{}: cannot open for writing", file.string()));
-  out.write(reinterpret_cast<const char*>(bytes.data()),
-            static_cast<std::streamsize>(bytes.size()));
-  out.close();
-  if (!out) throw Error(ErrorCode::io, fmt::format("{}: write failed", file.string()));
+  write_file_atomically(file, std::as_bytes(std::span(bytes)));
 }
 
 }  // namespace kvq

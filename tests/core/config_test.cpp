@@ -104,6 +104,34 @@ TEST(Config, MissingFileIsIoError) {
   }
 }
 
+TEST(Config, FolderIsAUsageError) {
+  try {
+    load_config(testing::TempDir());
+    FAIL();
+  } catch (const ConfigError&) {
+    FAIL() << "not a config error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_NE(std::string(e.what()).find(": a folder: expected a YAML config file"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Config, DemoFitsItsLongestSequence) {
+  DemoSpec demo;
+  demo.prompt_tokens = {1, 100};
+  demo.decode_tokens = {0, 28};  // 128 tokens: 8 blocks of 16
+  CacheSpec cache;
+  cache.block_size = 16;
+  cache.num_blocks = 8;
+  EXPECT_EQ(demo_fit_problem(demo, cache), "");
+  demo.decode_tokens[1] = 29;
+  EXPECT_EQ(demo_fit_problem(demo, cache),
+            "the longest sequence the demo allows (prompt_tokens max 100 + decode_tokens max 29 = "
+            "129 tokens) needs 9 blocks of 16 tokens; cache.num_blocks is 8");
+}
+
 struct Malformed {
   const char* name;
   std::string yaml;
@@ -170,6 +198,11 @@ std::vector<Malformed> malformed_cases() {
        "demo.prompt_tokens: expected min <= max, found [30, 10]"},
       {"demo_range_not_pair", kCacheHead + kGeometry + "demo:\n  decode_tokens: 5\n", 8, 18,
        "demo.decode_tokens: expected [min, max], found '5'"},
+      {"demo_longer_than_cache",
+       kCacheHead + kGeometry + "demo:\n  prompt_tokens: [10, 120]\n  decode_tokens: [0, 9]\n", 8,
+       18,
+       "demo.prompt_tokens: the longest sequence the demo allows (prompt_tokens max 120 + "
+       "decode_tokens max 9 = 129 tokens) needs 9 blocks of 16 tokens; cache.num_blocks is 8"},
       {"cache_not_map", "cache: 5\n", 1, 8, "cache: expected a mapping, found '5'"},
       {"null_value", kCacheHead + "  num_blocks:\n", 3, 3,
        "expected a positive integer, found nothing"},

@@ -39,11 +39,16 @@ struct DemoSpec {
   uint64_t seed = 1234;
 };
 
+// Empty when the longest sequence `demo` allows (prompt_tokens max + decode_tokens max) fits in
+// `cache`'s blocks, else what does not fit: a sequence's pages stay in the cache until it ends.
+KVQ_API std::string demo_fit_problem(const DemoSpec& demo, const CacheSpec& cache);
+
 struct KVQ_API Config {
   std::string backend = "auto";           // a plugin's name, or auto (highest available score)
   std::vector<std::string> plugin_paths;  // searched first; relative to the config's folder
   std::string device = "auto";            // auto | cpu | cuda:N (auto: the backend's default)
   int32_t threads = 0;                    // CPU worker threads, 0 = hardware concurrency
+  static constexpr int32_t kMaxThreads = 4096;  // the most `threads` may ask for
   CacheSpec cache;
   LogSpec log;
   std::optional<DemoSpec> demo;

@@ -1,0 +1,34 @@
+#pragma once
+// Output files written whole or not at all. The bytes go to FILE.tmp in FILE's folder, which is
+// then renamed over FILE (atomic within a file system): a full disk, a size limit, a crash or a
+// cancellation mid-write leaves FILE as it was, and no FILE.tmp behind.
+#include <filesystem>
+#include <functional>
+#include <span>
+#include <string_view>
+
+#include "kvq/core/export.h"
+
+namespace kvq {
+
+// FILE.tmp: where write_file_atomically puts the bytes before the rename.
+KVQ_API std::filesystem::path temporary_path_for(const std::filesystem::path& file);
+
+// Writes `bytes` to FILE.tmp and renames it over FILE. `cancelled`, when given, is asked between
+// chunks (and after a write interrupted by a signal); once it says true the temporary file is
+// removed and the call returns false with FILE untouched. Throws kvq::Error (io) naming the file
+// and the system's reason when it cannot be written.
+KVQ_API bool write_file_atomically(const std::filesystem::path& file,
+                                   std::span<const std::byte> bytes,
+                                   const std::function<bool()>& cancelled = {});
+KVQ_API bool write_file_atomically(const std::filesystem::path& file, std::string_view text,
+                                   const std::function<bool()>& cancelled = {});
+
+// Fails now where write_file_atomically(file, ...) would fail later for a reason known in
+// advance, so that a command does not do minutes of work for an output it cannot write: an empty
+// path, a folder, a parent folder that does not exist, a FILE.tmp that cannot be created (it is
+// created and removed; FILE itself is never touched). Throws kvq::Error (invalid_argument) whose
+// message starts with `what` ("--json"), then the path and the reason.
+KVQ_API void check_writable(const std::filesystem::path& file, std::string_view what);
+
+}  // namespace kvq

@@ -1,0 +1,141 @@
+// Output files whole or not at all (core/src/file_io.cpp): a write that fails or is cancelled
+// leaves the old file as it was and no FILE.tmp; check_writable refuses, before any work, the
+// paths such a write would fail on, and touches nothing.
+#include "kvq/core/file_io.h"
+
+#include <gtest/gtest.h>
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <csignal>
+#include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <string>
+
+#include "kvq/core/safetensors.h"
+#include "kvq/core/status.h"
+
+namespace kvq {
+namespace {
+
+namespace fs = std::filesystem;
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+class FileIo : public testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::path(testing::TempDir()) /
+           ("kvq_file_io_" + std::to_string(::getpid()) + "_" +
+            testing::UnitTest::GetInstance()->current_test_info()->name());
+    fs::create_directories(dir_);
+    file_ = dir_ / "out.bin";
+  }
+  void TearDown() override {
+    std::error_code ec;
+    fs::remove_all(dir_, ec);
+  }
+  fs::path dir_, file_;
+};
+
+// The process's file size limit lowered for one scope (and SIGXFSZ ignored, so that write(2)
+// fails with EFBIG instead of killing the test): a full disk, reproducibly.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    getrlimit(RLIMIT_FSIZE, &saved_);
+    old_handler_ = std::signal(SIGXFSZ, SIG_IGN);
+    rlimit lower = saved_;
+    lower.rlim_cur = bytes;
+    ok_ = setrlimit(RLIMIT_FSIZE, &lower) == 0;
+  }
+  ~FileSizeLimit() {
+    setrlimit(RLIMIT_FSIZE, &saved_);
+    std::signal(SIGXFSZ, old_handler_);
+  }
+  bool ok() const { return ok_; }
+
+ private:
+  rlimit saved_{};
+  void (*old_handler_)(int) = nullptr;
+  bool ok_ = false;
+};
+
+TEST_F(FileIo, WritesAndReplacesWhole) {
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("first")));
+  EXPECT_EQ(slurp(file_), "first");
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("second, longer")));
+  EXPECT_EQ(slurp(file_), "second, longer");
+  EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+}
+
+TEST_F(FileIo, AFailedWriteLeavesTheOldFileAndNoTemporary) {
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("the old contents")));
+  const std::string big(1 << 20, 'x');
+  {
+    FileSizeLimit limit(4096);
+    ASSERT_TRUE(limit.ok());
+    try {
+      write_file_atomically(file_, std::string_view(big));
+      FAIL() << "a write past the file size limit succeeded";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::io);
+      EXPECT_EQ(std::string(e.what()),
+                temporary_path_for(file_).string() + ": cannot write it: File too large");
+    }
+  }
+  EXPECT_EQ(slurp(file_), "the old contents");
+  EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+}
+
+TEST_F(FileIo, SaveSafetensorsGoesThroughIt) {
+  uint8_t small[4] = {1, 2, 3, 4};
+  save_safetensors(file_, {{"a", make_view(small, DType::u8, {4})}});
+  const std::string before = slurp(file_);
+  std::vector<uint8_t> big(1 << 20, 7);
+  {
+    FileSizeLimit limit(4096);
+    ASSERT_TRUE(limit.ok());
+    EXPECT_THROW(save_safetensors(file_, {{"a", make_view(big.data(), DType::u8, {1 << 20})}}),
+                 Error);
+  }
+  EXPECT_EQ(slurp(file_), before);
+  EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+}
+
+TEST_F(FileIo, CancelledLeavesTheOldFileAndNoTemporary) {
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("kept")));
+  EXPECT_FALSE(write_file_atomically(file_, std::string_view("never"), [] { return true; }));
+  EXPECT_EQ(slurp(file_), "kept");
+  EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+}
+
+TEST_F(FileIo, CheckWritableRefusesWhatAWriteWouldFailOn) {
+  const auto refused = [](const fs::path& p) -> std::string {
+    try {
+      check_writable(p, "--out");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      return e.what();
+    }
+    return "";
+  };
+  EXPECT_EQ(refused(""), "--out: expected a file path, found ''");
+  EXPECT_EQ(refused(dir_), "--out " + dir_.string() + ": is a folder: expected a file path");
+  EXPECT_EQ(refused(dir_ / "no" / "x.json"), "--out " + (dir_ / "no" / "x.json").string() +
+                                                 ": no such folder " + (dir_ / "no").string());
+  // A writable path passes and nothing is created or changed.
+  EXPECT_EQ(refused(file_), "");
+  EXPECT_FALSE(fs::exists(file_));
+  EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+  std::ofstream(file_) << "precious";
+  EXPECT_EQ(refused(file_), "");
+  EXPECT_EQ(slurp(file_), "precious");
+}
+
+}  // namespace
+}  // namespace kvq
