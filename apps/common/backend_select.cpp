@@ -1,8 +1,23 @@
 #include "backend_select.h"
 
+#include <filesystem>
+#include <system_error>
+
 namespace kvq::app {
 
+void check_plugin_paths(const Config& cfg) {
+  const auto search = Registry::search_path(cfg.plugin_paths, cfg.base_dir());
+  for (std::size_t i = 0; i < cfg.plugin_paths.size(); ++i) {
+    std::error_code ec;
+    if (!std::filesystem::exists(search[i], ec)) {
+      cfg.fail_at("plugin_paths", "'" + cfg.plugin_paths[i] + "': no such file or folder (" +
+                                      search[i].string() + ")");
+    }
+  }
+}
+
 OpenedBackend open_backend(const Config& cfg, const std::optional<std::string>& name_override) {
+  check_plugin_paths(cfg);
   Registry registry;
   registry.scan(Registry::search_path(cfg.plugin_paths, cfg.base_dir()));  // logs failures
   const std::string name = name_override.value_or(cfg.backend);

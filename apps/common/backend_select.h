@@ -1,6 +1,6 @@
 #pragma once
 // config -> registry -> backend: the first steps of the one-way data flow, shared by kvq write,
-// read, bench and kvq-demo.
+// read, bench, check and kvq-demo.
 #include <optional>
 #include <string>
 
@@ -15,10 +15,29 @@ struct OpenedBackend {
   BackendOptions options;  // cache spec, device and threads from the config
 };
 
-// Scans the config's plugin_paths, KVQ_PLUGIN_PATH and the installed folder, then selects
-// `name_override` (a --backend flag) or the config's backend. Throws kvq::Error: not_found when no
-// plugin has that name (listing the ones found and the files that failed to load), unavailable
-// with the probe's reason.
+// Scans the config's plugin_paths (check_plugin_paths first), KVQ_PLUGIN_PATH and the installed
+// folder, then selects `name_override` (a --backend flag) or the config's backend. Throws
+// kvq::Error: not_found when no plugin has that name (listing the ones found and the files that
+// failed to load), unavailable with the probe's reason.
 OpenedBackend open_backend(const Config& cfg, const std::optional<std::string>& name_override = {});
+
+// A plugin_paths entry that does not exist is a config error at FILE:LINE:COL (as a missing
+// --plugin-path is a usage error): a typo would otherwise leave its plugins silently unfound.
+void check_plugin_paths(const Config& cfg);
+
+// Runs `make` (a backend's make_writer, make_reader or make_runtime on the config's options). An
+// error the backend pins on a config key ("device", "threads", "cache.head_size") is reported as
+// a ConfigError at that key's FILE:LINE:COL.
+template <class Make>
+auto at_config_keys(const Config& cfg, Make&& make) -> decltype(make()) {
+  try {
+    return make();
+  } catch (const ConfigError&) {
+    throw;
+  } catch (const Error& e) {
+    if (e.key().empty()) throw;
+    cfg.fail_at(e.key(), e.what());
+  }
+}
 
 }  // namespace kvq::app

@@ -37,4 +37,10 @@ CheckedConfig parse_checked_config(std::string_view yaml, const std::string& sou
 // Applies log.level and returns the config.
 Config& apply_logging(Config& cfg);
 
+// For an option whose value is a file path or a word: an empty value ("--output ''") is a usage
+// error, not an option left unset.
+inline const CLI::Validator kNonEmpty(
+    [](const std::string& v) { return v.empty() ? std::string("expected a value, found ''") : ""; },
+    "NON-EMPTY");
+
 }  // namespace kvq::app

@@ -26,15 +26,9 @@ namespace kvq::demo {
 DemoSpec demo_spec(const Config& cfg, const RunOptions& options) {
   DemoSpec spec = cfg.demo.value_or(DemoSpec{});
   if (options.seed) spec.seed = *options.seed;
-  const int64_t longest = spec.prompt_tokens[1] + spec.decode_tokens[1];
-  const int64_t blocks = (longest + cfg.cache.block_size - 1) / cfg.cache.block_size;
-  if (blocks > cfg.cache.num_blocks) {
-    cfg.fail_at(cfg.demo ? "demo.prompt_tokens" : "cache.num_blocks",
-                fmt::format("the longest sequence the demo allows (prompt_tokens max {} + "
-                            "decode_tokens max {} = {} tokens) needs {} blocks of {} tokens; "
-                            "cache.num_blocks is {}",
-                            spec.prompt_tokens[1], spec.decode_tokens[1], longest, blocks,
-                            cfg.cache.block_size, cfg.cache.num_blocks));
+  // A demo section was checked against the cache with the config; the default workload is here.
+  if (const std::string problem = demo_fit_problem(spec, cfg.cache); !problem.empty()) {
+    cfg.fail_at(cfg.demo ? "demo.prompt_tokens" : "cache.num_blocks", problem);
   }
   return spec;
 }
@@ -68,7 +62,12 @@ class DemoRun {
     app::OpenedBackend opened = app::open_backend(cfg_, options_.backend);
     const int64_t max_write = std::max(spec_.prompt_tokens[1], spec_.max_batch);
     const int64_t max_read = spec_.prompt_tokens[1] + spec_.decode_tokens[1];
-    open_cache(opened, shards, max_write, max_read);
+    // Devices from the config (not --devices): a device the backend refuses is the config's.
+    if (options_.devices.empty()) {
+      app::at_config_keys(cfg_, [&] { open_cache(opened, shards, max_write, max_read); });
+    } else {
+      open_cache(opened, shards, max_write, max_read);
+    }
     if (options_.verify) {
       // The same shards on the CPU: shard by shard, the same pages.
       Backend reference = opened.registry.select("reference_cpu");

@@ -1,13 +1,12 @@
 #include "interrupt.h"
 
-#include <fcntl.h>
 #include <fmt/format.h>
 #include <unistd.h>
 
-#include <cerrno>
 #include <csignal>
 #include <cstring>
 
+#include "kvq/core/file_io.h"
 #include "kvq/core/status.h"
 
 namespace kvq::demo {
@@ -46,42 +45,21 @@ void throw_if_interrupted() {
 }
 
 void write_file_atomically(const std::filesystem::path& file, std::string_view text) {
-  const std::string tmp = file.string() + ".tmp";
+  const std::string tmp = temporary_path_for(file).string();
   if (tmp.size() >= sizeof(g_tmp_path)) {
     throw Error(ErrorCode::io, fmt::format("{}: path too long", file.string()));
   }
   throw_if_interrupted();
   std::memcpy(g_tmp_path, tmp.c_str(), tmp.size() + 1);
-  auto forget_tmp = [] { g_tmp_path[0] = '\0'; };
-  auto fail = [&](const std::string& where, const std::string& what) {
-    const int err = errno;
-    ::unlink(tmp.c_str());
-    forget_tmp();
-    throw Error(ErrorCode::io, fmt::format("{}: cannot {}: {}", where, what, std::strerror(err)));
-  };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, "create it");
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const ssize_t n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) {
-      if (interrupted()) break;
-      continue;
-    }
-    if (n < 0) {
-      ::close(fd);
-      fail(tmp, "write it");
-    }
-    done += static_cast<std::size_t>(n);
+  bool written = false;
+  try {
+    written = kvq::write_file_atomically(file, text, interrupted);
+  } catch (...) {
+    g_tmp_path[0] = '\0';
+    throw;
   }
-  if (::close(fd) != 0 && !interrupted()) fail(tmp, "write it");
-  if (interrupted()) {
-    ::unlink(tmp.c_str());
-    forget_tmp();
-    throw Interrupted();
-  }
-  if (::rename(tmp.c_str(), file.c_str()) != 0) fail(file.string(), "rename " + tmp + " to it");
-  forget_tmp();
+  g_tmp_path[0] = '\0';
+  if (!written) throw Interrupted();
 }
 
 }  // namespace kvq::demo

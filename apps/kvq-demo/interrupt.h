@@ -3,8 +3,8 @@
 // (128 + SIGINT, what shells report for a program killed by Ctrl-C). A second Ctrl-C exits at once
 // (after removing the temporary file, if one is being written).
 //
-// Output files are written whole or not at all: FILE.tmp first, then renamed over FILE (rename is
-// atomic within a file system), so neither Ctrl-C nor a crash leaves a partial FILE behind.
+// Output files are written whole or not at all (kvq::write_file_atomically: FILE.tmp, then renamed
+// over FILE), so neither Ctrl-C nor a crash leaves a partial FILE behind.
 //
 // The flag is the one piece of process-wide state in kvq-demo: a signal handler can only talk to
 // the program through one.
@@ -28,9 +28,9 @@ bool interrupted() noexcept;
 // Throws Interrupted when the flag is set.
 void throw_if_interrupted();
 
-// Writes `text` to FILE.tmp, then renames it to FILE, unless interrupted in between (then the
-// temporary file is removed and Interrupted thrown). Throws kvq::Error (io) naming the file when
-// it cannot be written.
+// kvq::write_file_atomically with Ctrl-C: interrupted before the rename, the temporary file is
+// removed (by the handler on a second Ctrl-C) and Interrupted thrown. Throws kvq::Error (io)
+// naming the file when it cannot be written.
 void write_file_atomically(const std::filesystem::path& file, std::string_view text);
 
 }  // namespace kvq::demo

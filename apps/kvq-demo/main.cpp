@@ -11,6 +11,7 @@
 #include "default_config.h"
 #include "demo_run.h"
 #include "interrupt.h"
+#include "kvq/core/file_io.h"
 #include "report.h"
 #include "tensor_parallel.h"
 
@@ -43,23 +44,31 @@ int main(int argc, char** argv) {
   bool verify = false, print_config = false, timeline = false;
   int64_t tensor_parallel = 1;
   app.add_option("--config", config_path,
-                 "YAML config (configs/*.yaml); without it, the embedded default");
+                 "YAML config (configs/*.yaml); without it, the embedded default")
+      ->check(app::kNonEmpty);
   auto* backend_opt =
-      app.add_option("--backend", backend, "backend plugin by name (overrides the config's)");
-  app.add_option("--json", json_path, "also write the numbers as JSON to this file");
+      app.add_option("--backend", backend, "backend plugin by name (overrides the config's)")
+          ->check(app::kNonEmpty);
+  auto* json_opt =
+      app.add_option("--json", json_path, "also write the numbers as JSON to this file")
+          ->check(app::kNonEmpty);
   auto* seed_opt =
-      app.add_option("--seed", seed_word, "seed of the workload, 0..2^63-1 (overrides demo.seed)");
+      app.add_option("--seed", seed_word, "seed of the workload, 0..2^63-1 (overrides demo.seed)")
+          ->check(app::kNonEmpty);
   app.add_flag("--verify", verify,
                "also write everything through reference_cpu and compare every cache byte "
                "(exit 1 if any differs)");
   app.add_option("--tensor-parallel", tensor_parallel,
                  "split the KV heads into N contiguous shards, one writer (runtime, stream, "
                  "cache) each; N must divide cache.num_kv_heads (default 1)");
-  auto* devices_opt = app.add_option(
-      "--devices", devices_word,
-      "one device per shard, comma separated: CUDA ordinals (0,1), cuda:N or cpu; the same one "
-      "twice puts two shards on it (default: cuda:K, cuda:K+1, ... from the config's device "
-      "on a GPU backend, the CPU on a CPU backend)");
+  auto* devices_opt =
+      app.add_option(
+             "--devices", devices_word,
+             "one device per shard, comma separated: CUDA ordinals (0,1), cuda:N or cpu; the same "
+             "one "
+             "twice puts two shards on it (default: cuda:K, cuda:K+1, ... from the config's device "
+             "on a GPU backend, the CPU on a CPU backend)")
+          ->check(app::kNonEmpty);
   app.add_flag("--timeline", timeline,
                "also print (and put in --json) each shard's write timestamps: when the writes "
                "of different shards overlapped");
@@ -70,15 +79,8 @@ int main(int argc, char** argv) {
       std::cout << demo::kDefaultConfig;
       return app::kExitOk;
     }
-    // A --json into a folder that does not exist would fail only after the whole run.
-    if (!json_path.empty()) {
-      const std::filesystem::path parent =
-          std::filesystem::absolute(std::filesystem::path(json_path)).parent_path();
-      if (!std::filesystem::is_directory(parent)) {
-        throw Error(ErrorCode::invalid_argument,
-                    "--json " + json_path + ": no such folder " + parent.string());
-      }
-    }
+    // A --json that cannot be written would fail only after the whole run.
+    if (json_opt->count()) check_writable(json_path, "--json");
     try {
       Config cfg =
           (config_path.empty() ? app::parse_checked_config(demo::kDefaultConfig,
@@ -97,7 +99,7 @@ int main(int argc, char** argv) {
       demo::print_report(std::cout, result);
       demo::print_timeline(std::cout, result);
       std::cout.flush();
-      if (!json_path.empty()) {
+      if (json_opt->count()) {
         demo::write_file_atomically(json_path, demo::to_json(result).dump(2) + "\n");
       }
       if (result.blocks_leaked != 0) {

@@ -30,16 +30,18 @@ std::optional<int64_t> positive(std::string_view word) {
 
 }  // namespace
 
-std::vector<int64_t> parse_positive_list(std::string_view list, std::string_view what) {
+std::vector<int64_t> parse_positive_list(std::string_view list, std::string_view what,
+                                         int64_t max) {
   std::vector<int64_t> out;
   for (std::string_view item : split(list, ',')) {
     auto v = positive(item);
-    if (!v) {
+    if (!v || *v > max) {
+      const std::string range = max == std::numeric_limits<int64_t>::max()
+                                    ? "positive integers"
+                                    : "integers in [1, " + std::to_string(max) + "]";
       throw Error(ErrorCode::invalid_argument,
-                  std::string(what) +
-                      ": expected a comma-separated list of positive integers, "
-                      "found '" +
-                      std::string(item) + "' in '" + std::string(list) + "'");
+                  std::string(what) + ": expected a comma-separated list of " + range +
+                      ", found '" + std::string(item) + "' in '" + std::string(list) + "'");
     }
     out.push_back(*v);
   }

@@ -4,6 +4,7 @@
 // for the main shape (8, 128). CPU backends get a smaller sweep (T <= 4096) so they finish in
 // under a minute.
 #include <cstdint>
+#include <limits>
 #include <optional>
 #include <string_view>
 #include <vector>
@@ -40,8 +41,9 @@ inline constexpr int64_t kCpuMaxDefaultTokens = 4096;
 
 // "8x128,1x128x64" -> shapes. Throws kvq::Error(invalid_argument) naming the bad item.
 std::vector<Shape> parse_shapes(std::string_view list);
-// "1,16,64" -> positive integers. `what` names the option in errors ("--tokens").
-std::vector<int64_t> parse_positive_list(std::string_view list, std::string_view what);
+// "1,16,64" -> integers in [1, max]. `what` names the option in errors ("--tokens").
+std::vector<int64_t> parse_positive_list(std::string_view list, std::string_view what,
+                                         int64_t max = std::numeric_limits<int64_t>::max());
 
 std::vector<Shape> default_shapes(bool cpu);
 std::vector<int64_t> default_tokens(bool cpu);

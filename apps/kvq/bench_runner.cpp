@@ -1,8 +1,11 @@
 #include "bench_runner.h"
 
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <new>
 #include <vector>
 
 #include "bench_data.h"
@@ -146,6 +149,9 @@ CaseResult CaseRunner::run(const Case& c) {
   r.c = c;
   try {
     run_or_throw(c, r);
+  } catch (const std::bad_alloc&) {
+    r.error = fmt::format("out of host memory for T={} H={} D={} (its inputs, slots and pages)",
+                          c.tokens, c.num_kv_heads, c.head_size);
   } catch (const std::exception& e) {
     r.error = e.what();
   }

@@ -7,6 +7,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <new>
+#include <stdexcept>
 
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/status.h"
@@ -71,6 +73,19 @@ CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& l
   out.k_scale = recorded_scale(f, "k_scale");
   out.v_scale = recorded_scale(f, "v_scale");
   return out;
+}
+
+std::vector<uint8_t> allocate_cache(const PageLayout& layout, const std::string& config) {
+  try {
+    return std::vector<uint8_t>(layout.cache_bytes(), 0);
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  throw Error(
+      ErrorCode::runtime,
+      fmt::format("{}: a cache of {} bytes (cache.num_blocks {} x page_bytes {}) does not "
+                  "fit in host memory",
+                  config, layout.cache_bytes(), layout.geometry().num_blocks, layout.page_bytes()));
 }
 
 void save_cache_file(const std::filesystem::path& file, const PageLayout& layout,

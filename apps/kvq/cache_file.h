@@ -27,6 +27,10 @@ struct CacheFile {
 CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& layout,
                           const std::string& config);
 
+// A cache of zeros in `layout`'s shape. Throws kvq::Error (runtime) giving its size when host
+// memory cannot hold it.
+std::vector<uint8_t> allocate_cache(const PageLayout& layout, const std::string& config);
+
 void save_cache_file(const std::filesystem::path& file, const PageLayout& layout,
                      std::vector<uint8_t>& bytes, float k_scale, float v_scale);
 

@@ -79,6 +79,7 @@ void add_backends_command(CLI::App& app, Runner& run) {
       "List backend plugins: searched in --plugin-path, KVQ_PLUGIN_PATH, lib/kvq/plugins");
   auto paths = std::make_shared<std::vector<std::string>>();
   sub->add_option("--plugin-path", *paths, "Folder (or plugin file) searched first; repeatable")
+      ->check(kNonEmpty)
       ->type_name("DIR");
   sub->callback([&run, paths] { run = [paths] { return list_backends(*paths); }; });
 }

@@ -4,7 +4,6 @@
 #include <fmt/format.h>
 
 #include <filesystem>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -16,7 +15,9 @@
 #include "bench_report.h"
 #include "bench_runner.h"
 #include "commands.h"
+#include "kvq/core/file_io.h"
 #include "kvq/core/logging.h"
+#include "kvq/layouts/layout_factory.h"
 
 namespace kvq::app {
 namespace {
@@ -63,10 +64,37 @@ bench::Settings settings_for(bool cpu, const BenchFlags& f) {
   return s;
 }
 
+// Whole or not at all: rewritten after every case, so an interrupted run leaves the last whole
+// one.
 void write_json(const std::filesystem::path& file, const nlohmann::json& doc) {
-  std::ofstream out(file);
-  out << doc.dump(1) << "\n";
-  if (!out) throw Error(ErrorCode::io, file.string() + ": cannot write the bench results");
+  write_file_atomically(file, doc.dump(1) + "\n");
+}
+
+// The sweep's shapes with the config's layout: a geometry the layout refuses (head_size not a
+// multiple of 64 for sm100_swizzled scales, ...) is a usage error before any timing, not a failed
+// case after it.
+void check_shapes(const std::vector<bench::Case>& plan, const CacheSpec& base) {
+  for (const bench::Case& c : plan) {
+    CacheSpec spec = base;
+    spec.num_kv_heads = c.num_kv_heads;
+    spec.head_size = c.head_size;
+    spec.block_size = c.block_size;
+    spec.num_blocks = 1;
+    try {
+      (void)make_layout(spec);
+    } catch (const Error& e) {
+      throw Error(ErrorCode::invalid_argument,
+                  fmt::format("--shapes: {}x{}x{} (heads x head_size x block_size): {}",
+                              c.num_kv_heads, c.head_size, c.block_size, e.what()));
+    }
+  }
+}
+
+// Where the numbers of a --plot go: --json, else FILE.json beside the picture (a plot is kept
+// with the figures it shows).
+std::filesystem::path plot_json(const BenchFlags& f) {
+  return f.json.empty() ? std::filesystem::path(f.plot).replace_extension(".json")
+                        : std::filesystem::path(f.json);
 }
 
 int run_bench(const BenchFlags& f) {
@@ -78,9 +106,11 @@ int run_bench(const BenchFlags& f) {
     plot_script = bench::find_plot_script();
     plot_python = bench::find_plot_python(plot_script);
   }
-  if (!f.json.empty()) {  // fail now on an unwritable path, not after minutes of timing
-    std::ofstream probe(f.json);
-    if (!probe) throw Error(ErrorCode::io, f.json + ": cannot write the bench results");
+  // Fail now on an output that cannot be written, not after minutes of timing.
+  if (!f.json.empty()) check_writable(f.json, "--json");
+  if (!f.plot.empty()) {
+    check_writable(f.plot, "--plot");
+    check_writable(plot_json(f), "--plot's JSON");
   }
 
   bench::PlanRequest request;
@@ -89,7 +119,8 @@ int run_bench(const BenchFlags& f) {
 
   OpenedBackend opened =
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
-  std::shared_ptr<DeviceRuntime> runtime = opened.backend.make_runtime(opened.options);
+  std::shared_ptr<DeviceRuntime> runtime =
+      at_config_keys(cfg, [&] { return opened.backend.make_runtime(opened.options); });
   request.cpu = runtime->device().type == DeviceType::cpu;
   if (!f.threads.empty()) {
     if (!request.cpu) {
@@ -98,7 +129,7 @@ int run_bench(const BenchFlags& f) {
                                                    "; thread counts apply to CPU backends only");
     }
     std::vector<int32_t> threads;
-    for (int64_t n : bench::parse_positive_list(f.threads, "--threads")) {
+    for (int64_t n : bench::parse_positive_list(f.threads, "--threads", Config::kMaxThreads)) {
       threads.push_back(static_cast<int32_t>(n));
     }
     request.threads = threads;
@@ -118,6 +149,7 @@ int run_bench(const BenchFlags& f) {
   throw_if_error(runtime->copy_bandwidth(info.copy_bytes, &info.copy_bytes_per_s));
 
   const std::vector<bench::Case> plan = bench::make_plan(request);
+  check_shapes(plan, opened.options.cache);
   std::cerr << fmt::format("kvq bench: {} cases on {} ({}), copy bandwidth {:.1f} GB/s\n",
                            plan.size(), info.device_name, info.backend,
                            info.copy_bytes_per_s / 1e9);
@@ -146,12 +178,8 @@ int run_bench(const BenchFlags& f) {
   const nlohmann::json doc = bench::to_json(info, results);
   if (!f.json.empty()) write_json(f.json, doc);
   if (!f.plot.empty()) {
-    std::filesystem::path json_file = f.json;
-    if (json_file.empty()) {
-      json_file = std::filesystem::path(f.plot).replace_extension(".json");
-      write_json(json_file, doc);
-    }
-    bench::run_plot(plot_python, plot_script, json_file, f.plot);
+    if (f.json.empty()) write_json(plot_json(f), doc);
+    bench::run_plot(plot_python, plot_script, plot_json(f), f.plot);
     std::cerr << "kvq bench: plot written to " << f.plot << "\n";
   }
   if (failed > 0) {
@@ -167,21 +195,29 @@ void add_bench_command(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand(
       "bench", "Time the backend's write and read over a sweep of shapes against copy bandwidth");
   auto f = std::make_shared<BenchFlags>();
-  sub->add_option("CONFIG", f->config, "YAML config (layout, scales, backend)")->required();
-  sub->add_option("--json", f->json, "Write every number to this JSON file");
+  sub->add_option("CONFIG", f->config, "YAML config (layout, scales, backend)")
+      ->check(kNonEmpty)
+      ->required();
+  sub->add_option("--json", f->json, "Write every number to this JSON file")->check(kNonEmpty);
   sub->add_option("--plot", f->plot,
-                  "Draw GB/s against T per shape into this PNG (python3 + matplotlib)");
+                  "Draw GB/s against T per shape into this PNG (python3 + matplotlib); without "
+                  "--json its numbers go to the same name with .json")
+      ->check(kNonEmpty);
   sub->add_option("--shapes", f->shapes,
                   "HEADSxHEAD_SIZE[xBLOCK_SIZE],... (default: 8x128,1x128,4x128,8x64,8x256,"
-                  "32x128; block sizes 16, and 64, 128 for 8x128)");
-  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's");
+                  "32x128; block sizes 16, and 64, 128 for 8x128; CPU: 8x128x16,1x128x16)")
+      ->check(kNonEmpty);
+  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's")
+      ->check(kNonEmpty);
   sub->add_option("--tokens", f->tokens,
                   "Token counts T,... (default 1,16,64,256,1024,4096,16384,65536; CPU: up to "
-                  "4096)");
+                  "4096)")
+      ->check(kNonEmpty);
   sub->add_option("--iterations", f->iterations,
                   "Timed runs per case (default 50, fewer for slow CPU cases)")
       ->check(CLI::PositiveNumber);
-  sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)");
+  sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)")
+      ->check(kNonEmpty);
   sub->callback([&run, f] { run = [f] { return run_bench(*f); }; });
 }
 

@@ -1,24 +1,42 @@
 // kvq check CONFIG: validates the whole config without writing anything: syntax, keys, types,
-// ranges, the layout's geometry rules, and that a backend named in it exists.
+// ranges, the layout's geometry rules, the demo section against the cache, that plugin_paths
+// exist and that a backend named in it exists; where that backend is available here, it also
+// checks its options (device, threads, geometry) as a write or read would.
 #include <iostream>
+#include <optional>
 
+#include "../common/backend_select.h"
 #include "commands.h"
-#include "kvq/core/registry.h"
 
 namespace kvq::app {
 namespace {
 
 // A backend named in the config must be a plugin that can be found and is not ambiguous. It may
-// be unavailable here: a GPU config is valid on a machine without a GPU.
-void check_backend_exists(const Config& cfg) {
+// be unavailable here: a GPU config is valid on a machine without a GPU. With `auto` the backend
+// is the best one of the machine that runs the config, so only the plugin paths are checked.
+void check_backend(const Config& cfg) {
+  check_plugin_paths(cfg);
   if (cfg.backend == "auto") return;
-  Registry registry;
-  registry.scan(Registry::search_path(cfg.plugin_paths, cfg.base_dir()));
+  std::optional<OpenedBackend> opened;
   try {
-    (void)registry.select(cfg.backend);
+    opened.emplace(open_backend(cfg));
+  } catch (const ConfigError&) {
+    throw;
   } catch (const Error& e) {
-    if (e.code() != ErrorCode::unavailable) cfg.fail_at("backend", e.what());
+    if (e.code() == ErrorCode::unavailable) return;
+    cfg.fail_at("backend", e.what());
   }
+  const auto in_backend = [&](auto&& make) {
+    try {
+      (void)at_config_keys(cfg, make);
+    } catch (const ConfigError&) {
+      throw;
+    } catch (const Error& e) {
+      cfg.fail_at("backend", e.what());
+    }
+  };
+  in_backend([&] { return opened->backend.make_writer(opened->options); });
+  in_backend([&] { return opened->backend.make_reader(opened->options); });
 }
 
 }  // namespace
@@ -26,11 +44,11 @@ void check_backend_exists(const Config& cfg) {
 void add_check_command(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand("check", "Validate a config file without writing anything");
   auto config = std::make_shared<std::string>();
-  sub->add_option("CONFIG", *config, "YAML config")->required();
+  sub->add_option("CONFIG", *config, "YAML config")->check(kNonEmpty)->required();
   sub->callback([&run, config] {
     run = [config] {
       const auto [cfg, layout] = load_checked_config(*config);
-      check_backend_exists(cfg);
+      check_backend(cfg);
       std::cout << *config << ": ok (" << cfg.cache.format << ", " << cfg.cache.num_blocks
                 << " pages of " << cfg.cache.block_size << " tokens x " << cfg.cache.num_kv_heads
                 << " heads x " << cfg.cache.head_size << ", " << layout->page_bytes()

@@ -4,13 +4,13 @@
 #include <fmt/format.h>
 
 #include <charconv>
-#include <fstream>
 #include <iostream>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "commands.h"
+#include "kvq/core/file_io.h"
 #include "kvq/core/status.h"
 #include "kvq/layouts/nvfp4_page_layout.h"
 #include "kvq/layouts/page_svg.h"
@@ -153,22 +153,22 @@ void add_layout_command(CLI::App& app, Runner& run) {
   auto config = std::make_shared<std::string>();
   auto svg = std::make_shared<std::string>();
   auto locate = std::make_shared<std::string>();
-  sub->add_option("CONFIG", *config, "YAML config")->required();
-  sub->add_option("--svg", *svg, "Write one page as an SVG picture to FILE");
+  sub->add_option("CONFIG", *config, "YAML config")->check(kNonEmpty)->required();
+  sub->add_option("--svg", *svg, "Write one page as an SVG picture to FILE")->check(kNonEmpty);
   sub->add_option("--locate", *locate,
-                  "Print the data and scale byte offsets of SIDE,TOKEN,HEAD,GROUP (e.g. k,5,0,3)");
+                  "Print the data and scale byte offsets of SIDE,TOKEN,HEAD,GROUP (e.g. k,5,0,3)")
+      ->check(kNonEmpty);
   sub->callback([&run, config, svg, locate] {
     run = [config, svg, locate] {
       const auto layout = load_checked_config(*config).layout;
+      if (!svg->empty()) check_writable(*svg, "--svg");
       // Parse --locate before printing anything so a bad value is a clean usage error.
       std::unique_ptr<Locate> loc;
       if (!locate->empty()) loc = std::make_unique<Locate>(parse_locate(*locate, *layout));
       print_layout(*config, *layout, std::cout);
       if (loc) print_locate(*loc, *layout, std::cout);
       if (!svg->empty()) {
-        std::ofstream f(*svg, std::ios::binary);
-        f << page_svg(*layout);
-        if (!f.flush()) throw Error(ErrorCode::io, *svg + ": cannot write the SVG");
+        write_file_atomically(*svg, page_svg(*layout));
         std::cout << "\nwrote " << *svg << "\n";
       }
       return kExitOk;

@@ -11,6 +11,7 @@
 #include "backend_call.h"
 #include "cache_file.h"
 #include "commands.h"
+#include "kvq/core/file_io.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/safetensors.h"
 #include "tensor_staging.h"
@@ -25,6 +26,7 @@ struct ReadFlags {
 int run_read(const ReadFlags& f) {
   auto [cfg, layout] = load_checked_config(f.config);
   apply_logging(cfg);
+  check_writable(f.output, "--output");
   CacheFile cache = load_cache_file(f.cache, *layout, f.config);
 
   const SafetensorsFile s = SafetensorsFile::load(f.slot_mapping);
@@ -42,8 +44,10 @@ int run_read(const ReadFlags& f) {
 
   OpenedBackend opened =
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
-  const auto reader = opened.backend.make_reader(opened.options);
-  TensorStaging staging(opened.backend.make_runtime(opened.options));
+  const auto reader =
+      at_config_keys(cfg, [&] { return opened.backend.make_reader(opened.options); });
+  TensorStaging staging(
+      at_config_keys(cfg, [&] { return opened.backend.make_runtime(opened.options); }));
   check_same_device(opened.backend.info().name, "reader", reader->device(), staging.device());
 
   const int64_t T = slots.shape[0], H = cfg.cache.num_kv_heads, D = cfg.cache.head_size;
@@ -75,16 +79,22 @@ void add_read_command(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand(
       "read", "Dequantize the K and V rows of given slots from a cache file to F32");
   auto f = std::make_shared<ReadFlags>();
-  sub->add_option("CONFIG", f->config, "YAML config (must match the cache's layout)")->required();
+  sub->add_option("CONFIG", f->config, "YAML config (must match the cache's layout)")
+      ->check(kNonEmpty)
+      ->required();
   sub->add_option("--cache", f->cache, "Cache file from kvq write (kv_cache + layout metadata)")
+      ->check(kNonEmpty)
       ->required();
   sub->add_option("--slot-mapping", f->slot_mapping,
                   "safetensors with slot_mapping [T] (I64|I32); its k_scale, v_scale are used "
                   "when present")
+      ->check(kNonEmpty)
       ->required();
   sub->add_option("--output", f->output, "safetensors to write: key, value F32 [T, H, D]")
+      ->check(kNonEmpty)
       ->required();
-  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's");
+  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's")
+      ->check(kNonEmpty);
   sub->callback([&run, f] { run = [f] { return run_read(*f); }; });
 }
 

@@ -11,6 +11,7 @@
 #include "backend_call.h"
 #include "cache_file.h"
 #include "commands.h"
+#include "kvq/core/file_io.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/logging.h"
 #include "kvq/core/safetensors.h"
@@ -82,14 +83,17 @@ Inputs check_inputs(const SafetensorsFile& in, const Config& cfg, const std::str
   return out;
 }
 
-// A cache extended with --cache keeps one scale per side: refuse to mix.
+// A cache extended with --cache keeps one scale per side: refuse to mix. The scale now is the
+// input's tensor `name` when it has one, else the config's cache.<name>.
 void check_same_scale(const std::optional<float>& recorded, float now, const char* name,
-                      const WriteFlags& f) {
+                      const SafetensorsFile& in, const WriteFlags& f) {
   if (recorded && *recorded != now) {
+    const std::string from = in.find(name) ? fmt::format("{}: tensor {}", f.input, name)
+                                           : fmt::format("{}: cache.{}", f.config, name);
     bad(
-        fmt::format("{}: {} {} differs from the {} {} that {} was written with (a cache holds one "
+        fmt::format("{} = {} differs from the {} {} that {} was written with (a cache holds one "
                     "scale per side)",
-                    f.input, name, now, name, *recorded, f.cache));
+                    from, now, name, *recorded, f.cache));
   }
 }
 
@@ -98,22 +102,25 @@ int run_write(const WriteFlags& f) {
   apply_logging(cfg);
 
   // Every file is checked before a plugin is loaded or a byte is written.
+  check_writable(f.output, "--output");
   const SafetensorsFile in = SafetensorsFile::load(f.input);
   const Inputs x = check_inputs(in, cfg, f.config);
   std::vector<uint8_t> cache;
   if (!f.cache.empty()) {
     CacheFile start = load_cache_file(f.cache, *layout, f.config);
-    check_same_scale(start.k_scale, x.k_scale, "k_scale", f);
-    check_same_scale(start.v_scale, x.v_scale, "v_scale", f);
+    check_same_scale(start.k_scale, x.k_scale, "k_scale", in, f);
+    check_same_scale(start.v_scale, x.v_scale, "v_scale", in, f);
     cache = std::move(start.bytes);
   } else {
-    cache.assign(layout->cache_bytes(), 0);
+    cache = allocate_cache(*layout, f.config);
   }
 
   OpenedBackend opened =
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
-  const auto writer = opened.backend.make_writer(opened.options);
-  TensorStaging staging(opened.backend.make_runtime(opened.options));
+  const auto writer =
+      at_config_keys(cfg, [&] { return opened.backend.make_writer(opened.options); });
+  TensorStaging staging(
+      at_config_keys(cfg, [&] { return opened.backend.make_runtime(opened.options); }));
   check_same_device(opened.backend.info().name, "writer", writer->device(), staging.device());
 
   const TensorView host_cache = cache_view(*layout, cache.data());
@@ -152,16 +159,21 @@ void add_write_command(CLI::App& app, Runner& run) {
       "write", "Quantize key/value rows from a safetensors file into a paged cache file");
   auto f = std::make_shared<WriteFlags>();
   sub->add_option("CONFIG", f->config, "YAML config (cache geometry, layout, scales, backend)")
+      ->check(kNonEmpty)
       ->required();
   sub->add_option("--input", f->input,
                   "safetensors with key, value [T,H,D] (BF16|F16|F32), slot_mapping [T] "
                   "(I64|I32), optional k_scale, v_scale (F32)")
+      ->check(kNonEmpty)
       ->required();
   sub->add_option("--output", f->output, "safetensors to write: kv_cache [num_blocks, page_bytes]")
+      ->check(kNonEmpty)
       ->required();
-  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's");
+  sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's")
+      ->check(kNonEmpty);
   sub->add_option("--cache", f->cache,
-                  "Start from this cache file's kv_cache (same layout) instead of zeros");
+                  "Start from this cache file's kv_cache (same layout) instead of zeros")
+      ->check(kNonEmpty);
   sub->callback([&run, f] { run = [f] { return run_write(*f); }; });
 }
 

@@ -51,9 +51,10 @@ class KvqCliTest : public ::testing::Test {
   // A file in this test's folder.
   std::string path(const std::string& name) const { return (dir_ / name).string(); }
 
-  CliResult kvq(const std::string& args) const {
+  // `shell` runs first in the same shell (e.g. "ulimit -f 8; ").
+  CliResult kvq(const std::string& args, const std::string& shell = "") const {
     const std::string cmd =
-        kvq_.string() + " " + args + " >" + path("stdout") + " 2>" + path("stderr");
+        shell + kvq_.string() + " " + args + " >" + path("stdout") + " 2>" + path("stderr");
     const int raw = std::system(cmd.c_str());
     CliResult r;
     r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;

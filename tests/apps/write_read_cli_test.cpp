@@ -109,10 +109,10 @@ class WriteReadCli : public test::KvqCliTest {
                " " + extra);
   }
   test::CliResult read(const std::string& cache = "cache.safetensors",
-                       const std::string& slots = "in.safetensors",
-                       const std::string& config = "") {
+                       const std::string& slots = "in.safetensors", const std::string& config = "",
+                       const std::string& out = "out.safetensors") {
     return kvq("read " + (config.empty() ? config_.string() : config) + " --cache " + path(cache) +
-               " --slot-mapping " + path(slots) + " --output " + path("out.safetensors"));
+               " --slot-mapping " + path(slots) + " --output " + path(out));
   }
 
   // Exit status `status` and one stderr line starting with "kvq: " + `prefix`.
@@ -203,10 +203,16 @@ TEST_F(WriteReadCli, ScalesFromTheInputAreUsedAndRecorded) {
   const auto out = SafetensorsFile::load(path("out.safetensors"));
   const auto* k = reinterpret_cast<const float*>(out.at("key").bytes.data());
   EXPECT_LE(rel_l2(input_.key_f, k, input_.slots, kHeads * kHeadSize), 0.12);
-  // Extending that cache with other scales is refused.
+  // Extending that cache with other scales is refused, naming where the other scale came from:
+  // in.safetensors has none, so the 1 is the config's; rescaled.safetensors has its own.
   expect_failure(write("--cache " + path("cache.safetensors"), "more.safetensors"), 2,
-                 path("in.safetensors") + ": k_scale 1 differs from the k_scale 0.03125 that " +
+                 config_.string() + ": cache.k_scale = 1 differs from the k_scale 0.03125 that " +
                      path("cache.safetensors") + " was written with");
+  k_scale = 0.5f;
+  save_safetensors(path("rescaled.safetensors"), t);
+  expect_failure(
+      write("--cache " + path("cache.safetensors"), "more.safetensors", "rescaled.safetensors"), 2,
+      path("rescaled.safetensors") + ": tensor k_scale = 0.5 differs from the k_scale 0.03125");
 }
 
 TEST_F(WriteReadCli, CacheOptionExtendsAnExistingCache) {
@@ -306,9 +312,42 @@ TEST_F(WriteReadCli, ReadRefusesACacheOfAnotherLayout) {
                  path("far.safetensors") + ": slot_mapping[5] = 1000: expected < 384");
 }
 
-TEST_F(WriteReadCli, UnwritableOutputExitsOne) {
-  expect_failure(write("", "no/such/dir/cache.safetensors"), 1,
-                 path("no/such/dir/cache.safetensors") + ": cannot open for writing");
+TEST_F(WriteReadCli, UnwritableOutputIsAUsageErrorBeforeAnyWork) {
+  expect_failure(write("", "no/such/dir/cache.safetensors"), 2,
+                 "--output " + path("no/such/dir/cache.safetensors") + ": no such folder " +
+                     path("no/such/dir"));
+  expect_failure(
+      kvq("write " + config_.string() + " --input " + path("in.safetensors") + " --output ''"), 2,
+      "--output: expected a value, found ''");
+  fs::create_directories(dir_ / "a_folder");
+  expect_failure(read("cache.safetensors", "in.safetensors", "", "a_folder"), 2,
+                 "--output " + path("a_folder") + ": is a folder: expected a file path");
+}
+
+// A write that fails part-way (here a file size limit, as a full disk would) leaves the output
+// file as it was: the bytes go to OUT.tmp, renamed over OUT only when whole.
+TEST_F(WriteReadCli, AFailedWriteLeavesTheOutputAsItWas) {
+  save_safetensors(path("first.safetensors"), input_.tensors(0, 120));
+  ASSERT_EQ(write("", "cache.safetensors", "first.safetensors").status, 0);
+  const std::string before = slurp(dir_ / "cache.safetensors");
+  ASSERT_GT(before.size(), 16u * 1024);
+  const test::CliResult r = kvq("write " + config_.string() + " --input " + path("in.safetensors") +
+                                    " --output " + path("cache.safetensors"),
+                                "trap '' XFSZ; ulimit -f 16; ");
+  expect_failure(r, 1, path("cache.safetensors.tmp") + ": cannot write it: File too large");
+  EXPECT_EQ(slurp(dir_ / "cache.safetensors"), before);
+  EXPECT_FALSE(fs::exists(dir_ / "cache.safetensors.tmp"));
+}
+
+TEST_F(WriteReadCli, ACacheLargerThanMemoryIsRefusedWithItsSize) {
+  std::string big = kConfig;
+  big.replace(big.find("num_blocks: 24"), 14, "num_blocks: 100000000000");
+  std::ofstream(path("big.yaml")) << big;
+  const test::CliResult r = kvq("write " + path("big.yaml") + " --input " + path("in.safetensors") +
+                                " --output " + path("c.safetensors"));
+  expect_failure(r, 1, path("big.yaml") + ": a cache of ");
+  EXPECT_NE(r.err.find("(cache.num_blocks 100000000000 x page_bytes "), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find(") does not fit in host memory"), std::string::npos) << r.err;
 }
 
 }  // namespace

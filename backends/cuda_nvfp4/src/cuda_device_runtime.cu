@@ -320,7 +320,8 @@ Status make_cuda_device_runtime(const BackendOptions& options, DeviceRuntime** o
   if (!device.is_cuda()) {
     return {ErrorCode::invalid_argument,
             "cuda_nvfp4 runtime: device " + to_string(device) +
-                " requested; this backend works on CUDA devices only (cuda:N)"};
+                " requested; this backend works on CUDA devices only (cuda:N)",
+            "device"};
   }
   cuda_nvfp4::CudaDeviceRuntime* runtime = nullptr;
   Status s = cuda_nvfp4::CudaDeviceRuntime::create(device.index, &runtime);

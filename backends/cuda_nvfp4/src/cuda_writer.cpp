@@ -75,10 +75,10 @@ void open_common(const BackendOptions& options, DeviceInfo* info,
 Status resolve_device(const BackendOptions& options, int* ordinal) {
   const Device d = options.device.value_or(Device::cuda(0));
   if (!d.is_cuda()) {
-    return invalid(
-        fmt::format("cuda_nvfp4 works on CUDA device memory: expected device cuda:N, "
-                    "found {}",
-                    to_string(d)));
+    return {ErrorCode::invalid_argument,
+            fmt::format("cuda_nvfp4 works on CUDA device memory: expected device cuda:N, found {}",
+                        to_string(d)),
+            "device"};
   }
   *ordinal = d.index;
   return Status::ok();

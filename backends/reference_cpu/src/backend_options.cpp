@@ -12,7 +12,8 @@ int check_backend_options(const BackendOptions& options) {
     throw Error(ErrorCode::unavailable,
                 fmt::format("reference_cpu works on host memory: device {} is not supported "
                             "(use device: cpu or auto)",
-                            to_string(*options.device)));
+                            to_string(*options.device)),
+                "device");
   }
   if (options.threads < 0) {
     throw Error(
