@@ -189,17 +189,31 @@ class Parser {
     if (!n.IsMap()) fail(n, key, fmt::format("expected a mapping, found {}", found(n)));
   }
 
+  // Every key of mapping `n` is one of `allowed`, a plain word, and given once: YAML parsers
+  // differ on which of two equal keys wins (yaml-cpp the first, PyYAML the last), so an engine and
+  // kvq could read different geometry from one file.
   void only_keys(const YAML::Node& n, const std::string& prefix,
                  std::initializer_list<std::string_view> allowed) {
+    std::map<std::string, Mark> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (it->second.IsNull()) null_values_.emplace_back(it->second, raw_mark(it->first));
+      if (!it->first.IsScalar()) {
+        fail(it->first, prefix.empty() ? "<root>" : prefix,
+             fmt::format("expected a key name, found {}", found(it->first)));
+      }
       const std::string name = it->first.Scalar();
+      const std::string key = prefix.empty() ? name : prefix + "." + name;
+      if (const auto [first, added] = seen.emplace(name, raw_mark(it->first)); !added) {
+        fail(it->first, key,
+             fmt::format("key '{}' given twice (first at line {}, column {})", name,
+                         first->second.line, first->second.column));
+      }
       bool ok = false;
       for (auto a : allowed) ok = ok || a == name;
       if (!ok) {
         std::string list;
         for (auto a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
-        fail(it->first, prefix.empty() ? name : prefix + "." + name,
+        fail(it->first, key,
              fmt::format("unknown key '{}'{}: expected one of {}", name,
                          prefix.empty() ? "" : " in '" + prefix + "'", list));
       }
@@ -297,7 +311,14 @@ Config parse_config(std::string_view yaml, const std::string& source) {
   cfg.source = source;
   YAML::Node root;
   try {
-    root = YAML::Load(std::string(yaml));
+    const std::vector<YAML::Node> documents = YAML::LoadAll(std::string(yaml));
+    // A second document ("---") would be ignored by a loader of one: refused, not skipped.
+    if (documents.size() > 1) {
+      const YAML::Mark m = documents[1].Mark();
+      throw ConfigError(source, m.is_null() ? Mark{1, 1} : Mark{m.line + 1, m.column + 1}, "",
+                        "a second YAML document: expected one config per file");
+    }
+    if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     Mark m = e.mark.is_null() ? Mark{1, 1} : Mark{e.mark.line + 1, e.mark.column + 1};
     throw ConfigError(source, m, "", "YAML syntax error: " + e.msg);

@@ -204,6 +204,16 @@ std::vector<Malformed> malformed_cases() {
        "demo.prompt_tokens: the longest sequence the demo allows (prompt_tokens max 120 + "
        "decode_tokens max 9 = 129 tokens) needs 9 blocks of 16 tokens; cache.num_blocks is 8"},
       {"cache_not_map", "cache: 5\n", 1, 8, "cache: expected a mapping, found '5'"},
+      {"duplicate_key", kCacheHead + kGeometry + "  head_size: 128\n", 7, 3,
+       "cache.head_size: key 'head_size' given twice (first at line 6, column 3)"},
+      {"duplicate_section", kCacheHead + kGeometry + kCacheHead + kGeometry, 7, 1,
+       "cache: key 'cache' given twice (first at line 1, column 1)"},
+      {"duplicate_flow_key", kCacheHead + kGeometry + "log: {level: info, level: bogus}\n", 7, 20,
+       "log.level: key 'level' given twice (first at line 7, column 7)"},
+      {"list_as_key", kCacheHead + kGeometry + "  [a, b]: 1\n", 7, 3,
+       "cache: expected a key name, found a list"},
+      {"second_document", kCacheHead + kGeometry + "---\nthreads: 2\n", 8, 1,
+       "a second YAML document: expected one config per file"},
       {"null_value", kCacheHead + "  num_blocks:\n", 3, 3,
        "expected a positive integer, found nothing"},
   };
