@@ -88,6 +88,13 @@ Nvfp4PageLayout::Nvfp4PageLayout(const CacheSpec& spec) {
   require_positive(spec.block_size, "block_size");
   require_positive(spec.num_kv_heads, "num_kv_heads");
   require_positive(spec.head_size, "head_size");
+  for (const auto& [scale, field] :
+       {std::pair{spec.k_scale, "k_scale"}, {spec.v_scale, "v_scale"}}) {
+    if (!nvfp4_scale_usable(scale)) {
+      refuse(std::string("cache.") + field,
+             fmt::format("{} = {}: {}", field, scale, kNvfp4ScaleRule));
+    }
+  }
   if (spec.head_size % kNvfp4GroupSize != 0) {
     refuse("cache.head_size",
            fmt::format("head_size must be a multiple of {} (one NVFP4 scale per {} elements), "

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "kvq/layouts/nvfp4_page_layout.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::cuda_nvfp4 {
 namespace {
@@ -245,12 +246,13 @@ TEST_F(WritePlanTest, Refusals) {
          a.cache = make_view(a.cache.data, DType::u8, {9, 2}, kDev);
        },
        "cache: expected shape [10, 18432] ([num_blocks, page_bytes]), found [9, 2] u8 cuda:0"},
-      {[](WriteArgs& a) { a.k_scale = 0.0f; },
-       "k_scale = 0: expected a finite value > 0 (a dequantization scale, usually amax / 448)"},
+      {[](WriteArgs& a) { a.k_scale = 0.0f; }, "k_scale = 0: " + std::string(kNvfp4ScaleRule)},
       {[](WriteArgs& a) { a.v_scale = std::numeric_limits<float>::infinity(); },
-       "v_scale = inf: expected a finite value > 0 (a dequantization scale, usually amax / 448)"},
+       "v_scale = inf: " + std::string(kNvfp4ScaleRule)},
       {[](WriteArgs& a) { a.v_scale = std::nanf(""); },
-       "v_scale = nan: expected a finite value > 0 (a dequantization scale, usually amax / 448)"},
+       "v_scale = nan: " + std::string(kNvfp4ScaleRule)},
+      {[](WriteArgs& a) { a.k_scale = 1e-40f; },  // 1 / k_scale is infinite
+       "k_scale = 1e-40: " + std::string(kNvfp4ScaleRule)},
       {[](WriteArgs& a) {
          a.key.strides = {1024, 128, 2, 0};
        },
@@ -391,8 +393,7 @@ TEST_F(WritePlanTest, ReadRefusesNonF32OutputsAndBadScales) {
   r.value.dtype = DType::f32;
   r.k_scale = -2.0f;
   EXPECT_EQ(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).message(),
-            "k_scale = -2: expected a finite value > 0 (a dequantization scale, usually amax / "
-            "448)");
+            "k_scale = -2: " + std::string(kNvfp4ScaleRule));
 }
 
 }  // namespace

@@ -2,11 +2,13 @@
 // key in Error::key() and the rule (and the value found) in its message.
 #include <gtest/gtest.h>
 
+#include <limits>
 #include <string>
 
 #include "kvq/core/status.h"
 #include "kvq/layouts/layout_factory.h"
 #include "kvq/layouts/nvfp4_page_layout.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq {
 namespace {
@@ -63,6 +65,25 @@ TEST(PageLayoutValidation, SwizzledScalesNeedBlockSizeMultipleOf4) {
                  "4-token blocks); found block_size 6");
   s.layout.v_scales = "linear";
   EXPECT_NO_THROW((void)make_layout(s));
+}
+
+// The quantizer multiplies by 1 / scale: a scale whose reciprocal is infinite (subnormal, below
+// about 2.94e-39) would turn an all-zero group into NaN bytes.
+TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
+  CacheSpec s = base();
+  s.k_scale = 1e-40f;
+  expect_refused(s, "cache.k_scale", "k_scale = 1e-40: " + std::string(kNvfp4ScaleRule));
+  s.k_scale = 1.0f;
+  s.v_scale = 0.0f;
+  expect_refused(s, "cache.v_scale", "v_scale = 0: " + std::string(kNvfp4ScaleRule));
+  s.v_scale = 3e-39f;  // just above the bound: 1 / 3e-39 = 3.3e38 < FLT_MAX
+  EXPECT_NO_THROW((void)make_layout(s));
+  EXPECT_TRUE(nvfp4_scale_usable(3e-39f));
+  EXPECT_FALSE(nvfp4_scale_usable(2.9e-39f));
+  EXPECT_FALSE(nvfp4_scale_usable(-1.0f));
+  EXPECT_FALSE(nvfp4_scale_usable(std::numeric_limits<float>::infinity()));
+  EXPECT_FALSE(nvfp4_scale_usable(std::numeric_limits<float>::quiet_NaN()));
+  EXPECT_TRUE(nvfp4_scale_usable(std::numeric_limits<float>::max()));  // 1 / max is subnormal
 }
 
 TEST(PageLayoutValidation, HeadSizeMustBeAMultipleOf16) {

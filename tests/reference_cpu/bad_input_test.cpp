@@ -6,6 +6,7 @@
 #include <random>
 
 #include "kvq/core/status.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 #include "kvq/reference_cpu/reference_reader.h"
 #include "kvq/reference_cpu/reference_writer.h"
 #include "reference_test_util.h"
@@ -123,11 +124,13 @@ TEST_F(BadWrite, TokenCountOfKeyAndSlotMappingDiffer) {
 }
 
 TEST_F(BadWrite, BadScales) {
-  const std::string rule = ": expected a finite value > 0 (a dequantization scale, amax / 448)";
+  const std::string rule = std::string(": ") + kNvfp4ScaleRule;
   args.k_scale = 0.0f;
   expect_refused(ErrorCode::invalid_argument, "k_scale = 0" + rule);
   args.k_scale = -1.0f;
   expect_refused(ErrorCode::invalid_argument, "k_scale = -1" + rule);
+  args.k_scale = 1e-40f;  // finite and > 0, but 1 / k_scale is infinite
+  expect_refused(ErrorCode::invalid_argument, "k_scale = 1e-40" + rule);
   args.k_scale = 1.0f;
   args.v_scale = std::numeric_limits<float>::quiet_NaN();
   expect_refused(ErrorCode::invalid_argument, "v_scale = nan" + rule);

@@ -9,6 +9,7 @@
 #include <limits>
 #include <string>
 
+#include "kvq/layouts/nvfp4_quantize.h"
 #include "kvq/layouts/scale_arrangements.h"
 
 namespace kvq::cuda_nvfp4 {
@@ -138,12 +139,7 @@ Status check_cache(const TensorView& c, const Nvfp4LayoutDesc& layout, Device de
 }
 
 Status check_host_scale(float v, const char* name) {
-  if (!(std::isfinite(v) && v > 0.0f)) {
-    return invalid(
-        fmt::format("{} = {}: expected a finite value > 0 (a dequantization scale, "
-                    "usually amax / 448)",
-                    name, v));
-  }
+  if (!nvfp4_scale_usable(v)) return invalid(fmt::format("{} = {}: {}", name, v, kNvfp4ScaleRule));
   return Status::ok();
 }
 

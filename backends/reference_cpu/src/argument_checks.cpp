@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "kvq/core/status.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::reference_cpu {
 namespace {
@@ -73,10 +74,7 @@ void check_disjoint(const TensorView& a, const char* a_name, const TensorView& b
 
 float check_scale(float value, const float* ptr, const char* name) {
   const float s = ptr ? *ptr : value;
-  if (!(s > 0.0f) || !std::isfinite(s)) {
-    bad(fmt::format("{} = {}: expected a finite value > 0 (a dequantization scale, amax / 448)",
-                    name, s));
-  }
+  if (!nvfp4_scale_usable(s)) bad(fmt::format("{} = {}: {}", name, s, kNvfp4ScaleRule));
   return s;
 }
 

@@ -31,6 +31,19 @@ KVQ_HD float nvfp4_global_scale(float k_scale) {
   return detail::div_rn(1.0f, k_scale);
 }
 
+// Whether a dequantization scale can be used: finite, > 0, and with a finite reciprocal. Below
+// about 2.94e-39 (subnormal), 1 / k_scale is infinite and an all-zero group would quantize to NaN
+// bytes (inf * 0) instead of zeros. Every check of a host scale says kNvfp4ScaleRule.
+KVQ_HD bool nvfp4_scale_usable(float k_scale) {
+  constexpr uint32_t kExponent = 0x7F800000u;
+  const uint32_t bits = detail::float_to_bits(k_scale);  // > 0 and finite: 0 < bits < kExponent
+  return bits > 0 && bits < kExponent &&
+         (detail::float_to_bits(nvfp4_global_scale(k_scale)) & kExponent) != kExponent;
+}
+inline constexpr const char* kNvfp4ScaleRule =
+    "expected a finite value > 0 with a finite reciprocal (a dequantization scale, usually "
+    "amax / 448)";
+
 // Step 1, one element at a time: max(amax, |x|), a NaN x leaves amax as it was.
 KVQ_HD float nvfp4_amax(float amax, float x) {
   const float ax = detail::bits_to_float(detail::float_to_bits(x) & 0x7FFFFFFFu);
