@@ -72,7 +72,12 @@ Device device_from_dlpack(DLDevice d) {
   switch (d.device_type) {
     case kDLCPU:
     case kDLCUDAHost: return Device::cpu();
-    case kDLCUDA: return Device::cuda(d.device_id);
+    case kDLCUDA:
+      if (d.device_id < 0) {
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("DLPack CUDA device id {}: expected >= 0", d.device_id));
+      }
+      return Device::cuda(d.device_id);
     default:
       throw Error(ErrorCode::invalid_argument,
                   fmt::format("DLPack device type {} is not supported: expected CPU, CUDA or "

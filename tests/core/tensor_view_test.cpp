@@ -140,6 +140,9 @@ TEST(DLPack, RefusesUnsupported) {
   DLTensor metal = dl(nullptr, {kDLFloat, 32, 1}, shape, 1);
   metal.device = {kDLMetal, 0};
   expect_refused(metal, "device type 8 is not supported");
+  DLTensor minus_one = dl(nullptr, {kDLFloat, 32, 1}, shape, 1);
+  minus_one.device = {kDLCUDA, -1};
+  expect_refused(minus_one, "DLPack CUDA device id -1: expected >= 0");
   int64_t negative[1] = {-2};
   expect_refused(dl(nullptr, {kDLFloat, 32, 1}, negative, 1), "negative size -2 in dimension 0");
 }
