@@ -3,6 +3,8 @@
 #include <dlpack/dlpack.h>
 #include <fmt/format.h>
 
+#include <array>
+
 #include "kvq/core/status.h"
 
 namespace kvq {
@@ -15,6 +17,46 @@ std::string TensorView::describe() const {
   std::string dims;
   for (int i = 0; i < ndim; ++i) dims += fmt::format("{}{}", i ? ", " : "", shape[i]);
   return fmt::format("[{}] {} {}", dims, dtype_name(dtype), to_string(device));
+}
+
+std::pair<uintptr_t, uintptr_t> TensorView::byte_range() const {
+  if (numel() == 0 || data == nullptr) return {0, 0};
+  int64_t last = 0;
+  for (int d = 0; d < ndim; ++d) last += (shape[d] - 1) * strides[d];
+  const auto begin = reinterpret_cast<uintptr_t>(data);
+  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(dtype))};
+}
+
+bool TensorView::elements_overlap() const {
+  // Dimensions of size > 1 by stride: each stride must step past the last element the smaller
+  // ones reach.
+  std::array<std::pair<int64_t, int64_t>, kMaxDims> dims{};  // (stride, size)
+  int n = 0;
+  for (int d = 0; d < ndim; ++d) {
+    if (shape[d] <= 1) continue;
+    // Insertion by stride (at most kMaxDims; std::sort trips GCC 12's -Warray-bounds here).
+    int i = n++;
+    for (; i > 0 && dims[static_cast<size_t>(i - 1)].first > strides[d]; --i) {
+      dims[static_cast<size_t>(i)] = dims[static_cast<size_t>(i - 1)];
+    }
+    dims[static_cast<size_t>(i)] = {strides[d], shape[d]};
+  }
+  int64_t reach = 0;  // the largest offset the dimensions so far reach, in elements
+  for (int i = 0; i < n; ++i) {
+    const auto [stride, size] = dims[static_cast<size_t>(i)];
+    int64_t step = 0;
+    if (stride <= reach || __builtin_mul_overflow(stride, size - 1, &step) ||
+        __builtin_add_overflow(reach, step, &reach)) {
+      return true;  // past int64 offsets: no such view is valid anyway
+    }
+  }
+  return false;
+}
+
+bool share_memory(const TensorView& a, const TensorView& b) {
+  const auto [a0, a1] = a.byte_range();
+  const auto [b0, b1] = b.byte_range();
+  return a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1;
 }
 
 TensorView make_view(void* data, DType dtype, std::initializer_list<int64_t> shape, Device device) {

@@ -85,6 +85,37 @@ DLTensor dl(void* data, DLDataType t, int64_t* shape, int ndim, int64_t* strides
   return x;
 }
 
+TEST(TensorView, ByteRangeAndSharedMemory) {
+  alignas(16) float buf[64] = {};
+  const TensorView a = make_view(buf, DType::f32, {2, 8});  // buf[0..16)
+  const auto [a0, a1] = a.byte_range();
+  EXPECT_EQ(a0, reinterpret_cast<uintptr_t>(buf));
+  EXPECT_EQ(a1 - a0, 16 * sizeof(float));
+  const TensorView b = make_view(buf + 16, DType::f32, {2, 8});  // right after a
+  EXPECT_FALSE(share_memory(a, b));
+  const TensorView c = make_view(buf + 15, DType::f32, {1});  // a's last element
+  EXPECT_TRUE(share_memory(a, c));
+  const TensorView empty = make_view(buf, DType::f32, {0, 8});
+  EXPECT_FALSE(share_memory(a, empty));
+}
+
+TEST(TensorView, ElementsOverlap) {
+  float buf[1] = {};
+  TensorView v = make_view(buf, DType::f32, {4, 2, 8});
+  EXPECT_FALSE(v.elements_overlap());  // contiguous
+  v.strides = {32, 8, 1, 0};           // padded rows: still every element its own
+  EXPECT_FALSE(v.elements_overlap());
+  v.strides = {0, 8, 1, 0};  // a broadcast token dimension
+  EXPECT_TRUE(v.elements_overlap());
+  v.strides = {16, 4, 1, 0};  // a head row steps 4 into a row of 8
+  EXPECT_TRUE(v.elements_overlap());
+  v.strides = {1, 32, 4, 0};  // transposed, disjoint
+  EXPECT_FALSE(v.elements_overlap());
+  v = make_view(buf, DType::f32, {1, 1, 8});
+  v.strides = {0, 0, 1, 0};  // size-1 dimensions may have any stride
+  EXPECT_FALSE(v.elements_overlap());
+}
+
 TEST(DLPack, MapsEveryDtype) {
   int64_t shape[1] = {4};
   struct Case {

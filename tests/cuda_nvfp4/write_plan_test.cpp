@@ -183,8 +183,8 @@ TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   ReadArgs r;
   r.cache = args_.cache;
   r.slot_mapping = args_.slot_mapping;
-  r.key = make_view(addr(0x60000), DType::f32, {5, 8, 128}, kDev);
-  r.value = make_view(addr(0x70000), DType::f32, {5, 8, 128}, kDev);
+  r.key = make_view(addr(0x100000), DType::f32, {5, 8, 128}, kDev);
+  r.value = make_view(addr(0x180000), DType::f32, {5, 8, 128}, kDev);
   ReadKernelDesc reused, fresh_read{};
   std::memset(static_cast<void*>(&reused), 0xAB, sizeof reused);
   ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &reused).is_ok());
@@ -378,12 +378,46 @@ TEST_F(WritePlanTest, UnalignedCacheNarrowsTheDataStores) {
   EXPECT_EQ(desc_.page.data_access_bytes, 1);
 }
 
+// A kernel must not read what it writes: no input inside the cache; reader outputs apart from
+// the cache, the slots and each other, and no output element written twice. Refused before any
+// launch (reference_cpu makes the same checks with the same messages).
+TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
+  char* const cache = static_cast<char*>(args_.cache.data);
+  args_.key.data = cache + 4096;
+  EXPECT_EQ(plan().message(), "key and cache share memory: expected separate buffers");
+  args_.key.data = addr(0x10000);
+  args_.slot_mapping.data = cache + 184312;  // its last 8 bytes are the slot_mapping's first
+  EXPECT_EQ(plan().message(), "slot_mapping and cache share memory: expected separate buffers");
+  args_.slot_mapping.data = addr(0x30000);
+  ASSERT_TRUE(plan().is_ok());
+
+  ReadArgs r;
+  r.cache = args_.cache;
+  r.slot_mapping = args_.slot_mapping;
+  r.key = make_view(addr(0x100000), DType::f32, {5, 8, 128}, kDev);
+  r.value = make_view(addr(0x180000), DType::f32, {5, 8, 128}, kDev);
+  ReadKernelDesc d{};
+  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).is_ok());
+  const auto refused = [&] { return plan_read(r, layout_->descriptor(), addressing_, kDev, &d); };
+  r.value.data = cache;
+  EXPECT_EQ(refused().message(), "value and cache share memory: expected separate buffers");
+  r.value.data = args_.slot_mapping.data;
+  EXPECT_EQ(refused().message(), "value and slot_mapping share memory: expected separate buffers");
+  r.value.data = static_cast<float*>(r.key.data) + 128;  // one head row on
+  EXPECT_EQ(refused().message(), "key and value share memory: expected separate buffers");
+  r.value.data = addr(0x180000);
+  r.key.strides = {0, 128, 1, 0};  // every token into the same row
+  EXPECT_EQ(refused().message(),
+            "key: strides [0, 128, 1] give two elements the same memory: expected an output "
+            "where every element has its own");
+}
+
 TEST_F(WritePlanTest, ReadRefusesNonF32OutputsAndBadScales) {
   ReadArgs r;
   r.cache = args_.cache;
   r.slot_mapping = args_.slot_mapping;
-  r.key = make_view(addr(0x60000), DType::f32, {5, 8, 128}, kDev);
-  r.value = make_view(addr(0x70000), DType::f32, {5, 8, 128}, kDev);
+  r.key = make_view(addr(0x100000), DType::f32, {5, 8, 128}, kDev);
+  r.value = make_view(addr(0x180000), DType::f32, {5, 8, 128}, kDev);
   ReadKernelDesc d{};
   ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).is_ok());
   EXPECT_EQ(d.page.items, 5u * 8 * 8);

@@ -2,6 +2,7 @@
 // (the bad value sits after good tokens, so a writer that wrote as it checked would be caught).
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <limits>
 #include <random>
 
@@ -244,6 +245,19 @@ TEST_F(BadRead, Refusals) {
   args.value = args.key;
   expect_refused(ErrorCode::invalid_argument,
                  "key and value share memory: expected separate buffers");
+  args.value = make_view(value.data(), DType::f32, {4, kHeads, kHeadSize});
+  args.value.strides = {0, kHeadSize, 1, 0};  // every token into the same rows
+  expect_refused(ErrorCode::invalid_argument,
+                 "value: strides [0, " + std::to_string(kHeadSize) +
+                     ", 1] give two elements the same memory: expected an "
+                     "output where every element has its own");
+  // An output over the slots it reads (the slots live in the first bytes of the value buffer).
+  std::vector<float> value_and_slots(4 * kHeads * kHeadSize, 9.0f);
+  std::memcpy(value_and_slots.data(), slots.data(), slots.size() * sizeof(int64_t));
+  args.slot_mapping = make_view(value_and_slots.data(), DType::i64, {4});
+  args.value = make_view(value_and_slots.data(), DType::f32, {4, kHeads, kHeadSize});
+  expect_refused(ErrorCode::invalid_argument,
+                 "value and slot_mapping share memory: expected separate buffers");
 }
 
 }  // namespace

@@ -138,6 +138,16 @@ Status check_cache(const TensorView& c, const Nvfp4LayoutDesc& layout, Device de
   return Status::ok();
 }
 
+// A buffer a kernel writes and one it reads: no byte in common (the same rule as reference_cpu).
+Status check_separate(const TensorView& a, const char* a_name, const TensorView& b,
+                      const char* b_name) {
+  if (share_memory(a, b)) {
+    return invalid(
+        fmt::format("{} and {} share memory: expected separate buffers", a_name, b_name));
+  }
+  return Status::ok();
+}
+
 Status check_host_scale(float v, const char* name) {
   if (!nvfp4_scale_usable(v)) return invalid(fmt::format("{} = {}: {}", name, v, kNvfp4ScaleRule));
   return Status::ok();
@@ -272,6 +282,11 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   if (items > 0) {
     for (int s = 0; s < 2; ++s) {
       if (Status st = check_rows(*kv[s], names[s]); !st) return st;
+      // The cache is written while the inputs are read.
+      if (Status st = check_separate(*kv[s], names[s], args.cache, "cache"); !st) return st;
+    }
+    if (Status st = check_separate(args.slot_mapping, "slot_mapping", args.cache, "cache"); !st) {
+      return st;
     }
   }
 
@@ -360,8 +375,21 @@ Status plan_read(const ReadArgs& args, const Nvfp4LayoutDesc& layout,
   if (Status st = count_items(tokens, layout, &items); !st) return st;
   if (items > 0) {
     for (int s = 0; s < 2; ++s) {
-      if (Status st = check_rows(*kv[s], names[s]); !st) return st;
+      const TensorView& t = *kv[s];
+      if (Status st = check_rows(t, names[s]); !st) return st;
+      if (t.elements_overlap()) {
+        return invalid(fmt::format(
+            "{}: strides [{}, {}, {}] give two elements the same memory: expected an output "
+            "where every element has its own",
+            names[s], t.strides[0], t.strides[1], t.strides[2]));
+      }
+      // The outputs are written while the cache and the slots are read.
+      if (Status st = check_separate(t, names[s], args.cache, "cache"); !st) return st;
+      if (Status st = check_separate(t, names[s], args.slot_mapping, "slot_mapping"); !st) {
+        return st;
+      }
     }
+    if (Status st = check_separate(args.key, "key", args.value, "value"); !st) return st;
   }
   ReadKernelDesc& d = *desc;  // every field, in place
   d.pad_ = 0;

@@ -54,20 +54,9 @@ void check_data(const TensorView& v, const char* name) {
   }
 }
 
-// [first byte, one past the last byte] a view with non-negative strides touches.
-std::pair<uintptr_t, uintptr_t> extent(const TensorView& v) {
-  if (v.numel() == 0 || v.data == nullptr) return {0, 0};
-  int64_t last = 0;
-  for (int d = 0; d < v.ndim; ++d) last += (v.shape[d] - 1) * v.strides[d];
-  const auto begin = reinterpret_cast<uintptr_t>(v.data);
-  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(v.dtype))};
-}
-
 void check_disjoint(const TensorView& a, const char* a_name, const TensorView& b,
                     const char* b_name) {
-  const auto [a0, a1] = extent(a);
-  const auto [b0, b1] = extent(b);
-  if (a0 < a1 && b0 < b1 && a0 < b1 && b0 < a1) {
+  if (share_memory(a, b)) {
     bad(fmt::format("{} and {} share memory: expected separate buffers", a_name, b_name));
   }
 }
@@ -190,7 +179,14 @@ int64_t check_read(const ReadArgs& a, const Nvfp4LayoutDesc& d) {
                       dtype_name(v.dtype)));
     }
     check_size(v, name, 0, num_tokens, "num_tokens of slot_mapping");
+    if (v.elements_overlap()) {
+      bad(
+          fmt::format("{}: strides [{}, {}, {}] give two elements the same memory: expected an "
+                      "output where every element has its own",
+                      name, v.strides[0], v.strides[1], v.strides[2]));
+    }
     check_disjoint(v, name, a.cache, "cache");
+    check_disjoint(v, name, a.slot_mapping, "slot_mapping");
   }
   check_disjoint(a.key, "key", a.value, "value");
   (void)check_scale(a.k_scale, nullptr, "k_scale");

@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <utility>
 
 #include "kvq/core/dtype.h"
 #include "kvq/core/export.h"
@@ -58,7 +59,20 @@ struct TensorView {
   }
   // "[4, 8, 128] bf16 cuda:0"
   KVQ_API std::string describe() const;
+
+  // The bytes the view can touch, [first, one past the last) ({0, 0} with no elements), for
+  // non-negative strides. Pointer arithmetic only: fine for device views too.
+  KVQ_API std::pair<uintptr_t, uintptr_t> byte_range() const;
+  // Whether two of its elements may share memory, for non-negative strides: a 0 stride on a
+  // dimension of size > 1, or a stride that does not step past everything the smaller strides
+  // reach. Conservative (an exotic interleaving that never collides is refused too). An output
+  // view with overlapping elements would be written twice, in any order.
+  KVQ_API bool elements_overlap() const;
 };
+
+// Whether the byte ranges of two non-empty views intersect: a buffer written while the other is
+// read. Conservative for strided views that interleave within one allocation.
+KVQ_API bool share_memory(const TensorView& a, const TensorView& b);
 
 // A contiguous view of `data` with the given shape.
 KVQ_API TensorView make_view(void* data, DType dtype, std::initializer_list<int64_t> shape,
