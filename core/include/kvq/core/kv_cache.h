@@ -21,8 +21,8 @@ struct WriteArgs {
   TensorView key;           // [num_tokens, num_kv_heads, head_size] bf16 | f16 | f32, any strides
   TensorView value;         // [num_tokens, num_kv_heads, head_size] same dtype as key
   TensorView slot_mapping;  // [num_tokens] i64 | i32; slot = block * block_size + offset; < 0 = pad
-  TensorView cache;         // [num_blocks, page_bytes] u8, contiguous
-  float k_scale = 1.0f;     // dequantization scales, > 0 and finite ...
+  TensorView cache;         // [num_blocks, page_bytes] u8, contiguous, apart from every input
+  float k_scale = 1.0f;     // dequantization scales, > 0 with a finite reciprocal ...
   float v_scale = 1.0f;
   const float* k_scale_ptr = nullptr;  // ... or, when set, one f32 each on the writer's device
   const float* v_scale_ptr = nullptr;  //     (read by the kernel: a write can sit in a CUDA graph)
@@ -49,8 +49,8 @@ class BOOST_SYMBOL_VISIBLE KVCacheWriter {
 struct ReadArgs {
   TensorView cache;         // [num_blocks, page_bytes] u8
   TensorView slot_mapping;  // [num_tokens] i64 | i32; negative slots give zeros
-  TensorView key;           // out: [num_tokens, num_kv_heads, head_size] f32
-  TensorView value;         // out: [num_tokens, num_kv_heads, head_size] f32
+  TensorView key;           // out: [num_tokens, num_kv_heads, head_size] f32, every element its
+  TensorView value;         //   own memory, apart from value, the cache and the slots
   float k_scale = 1.0f;
   float v_scale = 1.0f;
   void* stream = nullptr;
