@@ -352,6 +352,9 @@ Config load_config(const std::filesystem::path& file) {
   }
   std::ostringstream text;
   text << in.rdbuf();
+  if (in.bad()) {
+    throw Error(ErrorCode::io, fmt::format("{}: cannot read the config file", file.string()));
+  }
   return parse_config(text.str(), file.string());
 }
 

@@ -26,6 +26,11 @@ std::shared_ptr<spdlog::logger> make_logger() {
   log->set_level(spdlog::level::info);
   if (const char* env = std::getenv("KVQ_LOG_LEVEL"); env && is_log_level(env)) {
     log->set_level(parse_level(env));
+  } else if (env) {  // said once, when the logger is made; the config's level applies
+    log->warn(
+        "KVQ_LOG_LEVEL={}: not a log level (expected trace, debug, info, warn, error or "
+        "off); ignored",
+        env);
   }
   return log;
 }

@@ -312,6 +312,18 @@ TEST_F(WriteReadCli, ReadRefusesACacheOfAnotherLayout) {
                  path("far.safetensors") + ": slot_mapping[5] = 1000: expected < 384");
 }
 
+// A KVQ_LOG_LEVEL that is not a level is said, not silently dropped; the run goes on.
+TEST_F(WriteReadCli, UnknownLogLevelInTheEnvironmentIsReported) {
+  const test::CliResult r = kvq("write " + config_.string() + " --input " + path("in.safetensors") +
+                                    " --output " + path("c.safetensors"),
+                                "KVQ_LOG_LEVEL=verbose ");
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.err.find("KVQ_LOG_LEVEL=verbose: not a log level (expected trace, debug, info, "
+                       "warn, error or off); ignored"),
+            std::string::npos)
+      << r.err;
+}
+
 TEST_F(WriteReadCli, UnwritableOutputIsAUsageErrorBeforeAnyWork) {
   expect_failure(write("", "no/such/dir/cache.safetensors"), 2,
                  "--output " + path("no/such/dir/cache.safetensors") + ": no such folder " +
