@@ -42,6 +42,15 @@ class WritePlanTest : public ::testing::Test {
   Status plan() {
     return plan_write(args_, layout_->descriptor(), addressing_, kDev, bars_, &desc_, &input_);
   }
+  // A valid read of the write's slots from its cache, into outputs of their own.
+  ReadArgs read_args() const {
+    ReadArgs r;
+    r.cache = args_.cache;
+    r.slot_mapping = args_.slot_mapping;
+    r.key = make_view(addr(0x100000), DType::f32, {5, 8, 128}, kDev);
+    r.value = make_view(addr(0x180000), DType::f32, {5, 8, 128}, kDev);
+    return r;
+  }
 
   CacheSpec spec_;
   std::unique_ptr<Nvfp4PageLayout> layout_;
@@ -180,11 +189,7 @@ TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   EXPECT_EQ(desc_.global_scale[0], 0.0f);
   EXPECT_EQ(desc_.out_of_range, nullptr);
   EXPECT_EQ(desc_.use_hw_e2m1, 0);
-  ReadArgs r;
-  r.cache = args_.cache;
-  r.slot_mapping = args_.slot_mapping;
-  r.key = make_view(addr(0x100000), DType::f32, {5, 8, 128}, kDev);
-  r.value = make_view(addr(0x180000), DType::f32, {5, 8, 128}, kDev);
+  ReadArgs r = read_args();
   ReadKernelDesc reused, fresh_read{};
   std::memset(static_cast<void*>(&reused), 0xAB, sizeof reused);
   ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &reused).is_ok());
@@ -391,11 +396,7 @@ TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
   args_.slot_mapping.data = addr(0x30000);
   ASSERT_TRUE(plan().is_ok());
 
-  ReadArgs r;
-  r.cache = args_.cache;
-  r.slot_mapping = args_.slot_mapping;
-  r.key = make_view(addr(0x100000), DType::f32, {5, 8, 128}, kDev);
-  r.value = make_view(addr(0x180000), DType::f32, {5, 8, 128}, kDev);
+  ReadArgs r = read_args();
   ReadKernelDesc d{};
   ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).is_ok());
   const auto refused = [&] { return plan_read(r, layout_->descriptor(), addressing_, kDev, &d); };
@@ -413,11 +414,7 @@ TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
 }
 
 TEST_F(WritePlanTest, ReadRefusesNonF32OutputsAndBadScales) {
-  ReadArgs r;
-  r.cache = args_.cache;
-  r.slot_mapping = args_.slot_mapping;
-  r.key = make_view(addr(0x100000), DType::f32, {5, 8, 128}, kDev);
-  r.value = make_view(addr(0x180000), DType::f32, {5, 8, 128}, kDev);
+  ReadArgs r = read_args();
   ReadKernelDesc d{};
   ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).is_ok());
   EXPECT_EQ(d.page.items, 5u * 8 * 8);
