@@ -113,7 +113,7 @@ TEST_F(WritePlanTest, FastReciprocalOnlyWhereEveryDivisorIsInTheWindow) {
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.fast_reciprocal[0], 1);
   EXPECT_EQ(desc_.fast_reciprocal[1], 0);
-  args_.v_scale_ptr = static_cast<const float*>(addr(0x50000));
+  args_.v_scale_ptr = static_cast<const float*>(addr(0x80000));
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.fast_reciprocal[1], 1);  // the kernel checks a device scale
 }
@@ -179,7 +179,7 @@ TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
 TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   // plan_write fills the descriptor in place (no zeroing pass): a reused descriptor must come out
   // byte for byte as a fresh one.
-  args_.k_scale_ptr = static_cast<const float*>(addr(0x50000));
+  args_.k_scale_ptr = static_cast<const float*>(addr(0x80000));
   WriteKernelDesc fresh{};
   std::memset(static_cast<void*>(&desc_), 0xAB, sizeof desc_);
   ASSERT_TRUE(plan().is_ok());
@@ -208,12 +208,12 @@ TEST_F(WritePlanTest, FusedQkvViewIsAccepted) {
 
 TEST_F(WritePlanTest, DeviceScalePointersSkipTheHostScaleCheck) {
   args_.k_scale = -1.0f;  // ignored
-  args_.k_scale_ptr = static_cast<const float*>(addr(0x50000));
+  args_.k_scale_ptr = static_cast<const float*>(addr(0x80000));
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.scale_ptr[0], args_.k_scale_ptr);
-  args_.v_scale_ptr = static_cast<const float*>(addr(0x50002));
+  args_.v_scale_ptr = static_cast<const float*>(addr(0x80002));
   const Status s = plan();
-  EXPECT_EQ(s.message(), "v_scale_ptr 0x50002 is not 4-byte aligned: expected one f32 on cuda:0");
+  EXPECT_EQ(s.message(), "v_scale_ptr 0x80002 is not 4-byte aligned: expected one f32 on cuda:0");
 }
 
 TEST_F(WritePlanTest, Refusals) {
@@ -386,6 +386,16 @@ TEST_F(WritePlanTest, UnalignedCacheNarrowsTheDataStores) {
 // A kernel must not read what it writes: no input inside the cache; reader outputs apart from
 // the cache, the slots and each other, and no output element written twice. Refused before any
 // launch (reference_cpu makes the same checks with the same messages).
+// A negative token count (a wrapped size from the caller) is refused, not wrapped into items.
+TEST_F(WritePlanTest, NegativeTokenCountIsRefused) {
+  args_.key.shape[0] = -(int64_t{1} << 58) + 5;
+  args_.value.shape[0] = args_.key.shape[0];
+  args_.slot_mapping.shape[0] = args_.key.shape[0];
+  EXPECT_EQ(plan().message(),
+            "key: expected shape [num_tokens, num_kv_heads, head_size] = [*, 8, 128], found "
+            "[-288230376151711739, 8, 128] bf16 cuda:0");
+}
+
 TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
   char* const cache = static_cast<char*>(args_.cache.data);
   args_.key.data = cache + 4096;
@@ -394,6 +404,9 @@ TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
   args_.slot_mapping.data = cache + 184312;  // its last 8 bytes are the slot_mapping's first
   EXPECT_EQ(plan().message(), "slot_mapping and cache share memory: expected separate buffers");
   args_.slot_mapping.data = addr(0x30000);
+  args_.k_scale_ptr = static_cast<const float*>(args_.cache.data);  // the kernel reads it (__ldg)
+  EXPECT_EQ(plan().message(), "k_scale_ptr and cache share memory: expected separate buffers");
+  args_.k_scale_ptr = static_cast<const float*>(addr(0x80000));
   ASSERT_TRUE(plan().is_ok());
 
   ReadArgs r = read_args();

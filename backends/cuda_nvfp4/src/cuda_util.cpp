@@ -69,9 +69,9 @@ Status launch_status(const char* what, int ordinal, const PendingError& pending,
   }
   if (launch != cudaSuccess) {
     std::string message = fmt::format(
-        "cuda_nvfp4 {} launch on cuda:{} (grid {} x {} threads, {}-byte descriptor) "
-        "failed: {}",
-        what, ordinal, blocks, threads, desc_bytes, error_text(launch));
+        "cuda_nvfp4 {} launch on cuda:{} (grid {} x {} threads{}) failed: {}", what, ordinal,
+        blocks, threads, desc_bytes ? fmt::format(", {}-byte descriptor", desc_bytes) : "",
+        error_text(launch));
     if (pending.error != cudaSuccess) {
       message += fmt::format(
           "; before the launch another error was pending, left over from earlier work and reset "

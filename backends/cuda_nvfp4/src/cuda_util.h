@@ -99,6 +99,7 @@ PendingError take_pending_error() noexcept;
 //   "cuda_nvfp4 write kernel not launched on cuda:0: the CUDA context is unusable after an
 //    earlier error, left over from earlier work (not this write's): an illegal memory access
 //    was encountered (cudaErrorIllegalAddress)"
+// desc_bytes 0: a kernel launched without a descriptor (not named in the message).
 Status launch_status(const char* what, int ordinal, const PendingError& pending, cudaError_t launch,
                      unsigned blocks, unsigned threads, size_t desc_bytes);
 

@@ -153,8 +153,12 @@ Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
         !st) {
       return st;
     }
-    if (capturing || entry == nullptr) {
-      // Replays may run on any stream; a stream the book cannot hold cannot be named later.
+    if (capturing) {
+      // Replays may run on any stream, at any time, without calling write(): every later take
+      // waits for the whole device.
+      captured_.store(true, std::memory_order_release);
+    } else if (entry == nullptr) {
+      // A stream the book cannot hold cannot be named later.
       sync_device_.store(true, std::memory_order_release);
     } else {
       entry->used.store(true, std::memory_order_release);
@@ -173,7 +177,8 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
     if (guard.error() != cudaSuccess)
       throw Error(cuda_status(guard.error(), "cudaSetDevice", ordinal));
     // Flags are taken before the waits: a write issued meanwhile marks its stream again.
-    bool whole_device = sync_device_.exchange(false, std::memory_order_acq_rel);
+    const bool whole_device = sync_device_.exchange(false, std::memory_order_acq_rel) ||
+                              captured_.load(std::memory_order_acquire);
     cudaError_t err = cudaSuccess;
     const char* what = "cudaStreamSynchronize (writes so far)";
     streams_.take_used([&](void* s) {
@@ -188,18 +193,16 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
       sync_device_.store(true, std::memory_order_release);  // the next take waits for everything
       throw Error(cuda_status(err, what, ordinal));
     }
+    // The counter only grows; a take reports what it grew by since the last one. (Zeroing it here
+    // would race with a write another thread issues between the read and the reset, and lose that
+    // write's count.)
     unsigned long long value = 0;
     if (err = cudaMemcpy(&value, counter_, sizeof value, cudaMemcpyDeviceToHost);
         err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaMemcpy (out-of-range slot counter)", ordinal));
     }
-    if (err = cudaMemset(counter_, 0, sizeof value); err != cudaSuccess) {
-      throw Error(cuda_status(err, "cudaMemset (out-of-range slot counter)", ordinal));
-    }
-    if (err = cudaStreamSynchronize(nullptr); err != cudaSuccess) {
-      throw Error(cuda_status(err, "cudaStreamSynchronize (counter reset)", ordinal));
-    }
-    *count = static_cast<int64_t>(value);
+    *count = static_cast<int64_t>(value - taken_);
+    taken_ = value;
   });
 }
 

@@ -49,12 +49,15 @@ class CudaNvfp4Writer final : public KVCacheWriter {
 
   // Streams seen (their device) and those direct writes used since the last take.
   StreamBook streams_;
-  // take() must synchronize the whole device: a write was captured into a graph (replays may run
-  // on any stream), ran on the per-thread default stream (another thread's take cannot name it)
-  // or on a stream past the book's capacity. (The legacy default stream is booked as
+  // take() must synchronize the whole device: a write ran on the per-thread default stream
+  // (another thread's take cannot name it) or on a stream past the book's capacity (until the next
+  // take), or one was ever captured into a graph (its replays may run on any stream, at any time,
+  // without calling write(): from then on, every take). (The legacy default stream is booked as
   // cudaStreamLegacy.)
   std::atomic<bool> sync_device_{false};
-  std::mutex take_mutex_;  // one take at a time; write() never locks
+  std::atomic<bool> captured_{false};
+  std::mutex take_mutex_;         // one take at a time; write() never locks
+  unsigned long long taken_ = 0;  // the counter's value at the last take (under take_mutex_)
 };
 
 class CudaNvfp4Reader final : public KVCacheReader {

@@ -54,9 +54,16 @@ Status run_e2m1_hw_sw(int ordinal, const std::vector<float>& values, std::vector
     check(cudaMalloc(&b.out, (2 * words + 1) * sizeof(uint32_t)), "cudaMalloc (E2M1 check output)");
     check(cudaMemcpy(b.in, values.data(), values.size() * sizeof(float), cudaMemcpyHostToDevice),
           "cudaMemcpy (E2M1 check input)");
-    e2m1_hw_sw_kernel<<<(words + 127) / 128, 128>>>(b.in, words, b.out, b.out + words,
-                                                    b.out + 2 * words);
-    check(cudaGetLastError(), "E2M1 check kernel launch");
+    // An error another call left pending on this thread is not this launch's: taken first, as
+    // launch_programmatic does, so it can neither fail the probe nor be blamed on it.
+    const PendingError pending = take_pending_error();
+    const unsigned blocks = static_cast<unsigned>((words + 127) / 128);
+    cudaError_t launch = pending.error;
+    if (!pending.sticky) {
+      e2m1_hw_sw_kernel<<<blocks, 128>>>(b.in, words, b.out, b.out + words, b.out + 2 * words);
+      launch = cudaGetLastError();
+    }
+    throw_if_error(launch_status("E2M1 check kernel", ordinal, pending, launch, blocks, 128, 0));
     std::vector<uint32_t> res(2 * words + 1);
     check(cudaMemcpy(res.data(), b.out, res.size() * sizeof(uint32_t), cudaMemcpyDeviceToHost),
           "E2M1 check kernel");

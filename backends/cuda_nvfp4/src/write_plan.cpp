@@ -59,7 +59,7 @@ Status check_shape(const TensorView& t, const char* name, std::initializer_list<
 Status check_kv_shape(const TensorView& t, const char* name, int64_t tokens,
                       const Nvfp4LayoutDesc& layout) {
   const bool ok = t.ndim == 3 && t.shape[1] == layout.num_heads && t.shape[2] == layout.head_size &&
-                  (tokens < 0 || t.shape[0] == tokens);
+                  (tokens < 0 ? t.shape[0] >= 0 : t.shape[0] == tokens);
   if (!ok) {
     return invalid(fmt::format(
         "{}: expected shape [num_tokens, num_kv_heads, head_size] = [{}, {}, {}], found {}", name,
@@ -287,6 +287,13 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
     }
     if (Status st = check_separate(args.slot_mapping, "slot_mapping", args.cache, "cache"); !st) {
       return st;
+    }
+    for (int s = 0; s < 2; ++s) {  // device scales are read (__ldg) while the cache is written
+      if (scale_ptrs[s] == nullptr) continue;
+      const TensorView scale =
+          make_view(const_cast<float*>(scale_ptrs[s]), DType::f32, {1}, device);
+      const std::string name = std::string(scale_names[s]) + "_ptr";
+      if (Status st = check_separate(scale, name.c_str(), args.cache, "cache"); !st) return st;
     }
   }
 
