@@ -1,8 +1,9 @@
 // Writes and reads captured into CUDA graphs: a replay gives the bytes of a direct launch; with
 // scales by device pointer, replays pick up new scale values without re-capture. The capture may
 // be the stream's first use by the writer (its device not yet asked: asking it then would break
-// the capture), in every capture mode; a refused write inside a capture leaves the capture
-// intact; an error left over from earlier work is not blamed on the next write.
+// the capture), in every capture mode; every later take counts the replays; a refused write
+// inside a capture leaves the capture intact; an error left over from earlier work is not blamed
+// on the next write.
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
@@ -90,6 +91,39 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
     int64_t count = -1;
     ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
     EXPECT_EQ(count, 0);
+  }
+}
+
+// Replays of a captured write never call write(), so the writer cannot know when they run:
+// every take after a capture waits for the whole device and counts them, with no sync by the
+// caller first (a flag the first take cleared used to leave later replays unwaited for, on a
+// non-blocking stream that the take's copy is not ordered after).
+TEST(GpuGraph, EveryTakeCountsTheReplaysOfACapturedWrite) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  std::mt19937_64 rng(79);
+  WriteCase c = random_case(rng, 0);
+  c.slots[0] = c.spec.num_blocks * c.spec.block_size;  // one out-of-range token a write
+  const Nvfp4PageLayout layout(c.spec);
+  auto writer = make_writer(c.spec);
+  ASSERT_TRUE(writer);
+  Stream stream;  // non-blocking
+  DeviceCase d = upload_case(c, poison(layout.cache_bytes(), 500));
+  d.args.stream = stream.get();
+  ASSERT_FALSE(HasFatalFailure());
+  Status captured;
+  const CapturedGraph graph(
+      stream.get(), [&] { captured = writer->write(d.args); }, cudaStreamCaptureModeThreadLocal);
+  ASSERT_TRUE(captured.is_ok()) << captured.message();
+  ASSERT_NE(graph.exec(), nullptr);
+  int64_t count = -1;
+  ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
+  EXPECT_EQ(count, 0) << "captured, not run";
+  for (int replays = 1; replays <= 3; ++replays) {
+    for (int r = 0; r < replays; ++r) {
+      check_cuda(cudaGraphLaunch(graph.exec(), stream.get()), "replay");
+    }
+    ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
+    EXPECT_EQ(count, replays) << "the take after " << replays << " replays";
   }
 }
 
