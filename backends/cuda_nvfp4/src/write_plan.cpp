@@ -288,12 +288,12 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
     if (Status st = check_separate(args.slot_mapping, "slot_mapping", args.cache, "cache"); !st) {
       return st;
     }
+    const char* ptr_names[2] = {"k_scale_ptr", "v_scale_ptr"};
     for (int s = 0; s < 2; ++s) {  // device scales are read (__ldg) while the cache is written
       if (scale_ptrs[s] == nullptr) continue;
       const TensorView scale =
           make_view(const_cast<float*>(scale_ptrs[s]), DType::f32, {1}, device);
-      const std::string name = std::string(scale_names[s]) + "_ptr";
-      if (Status st = check_separate(scale, name.c_str(), args.cache, "cache"); !st) return st;
+      if (Status st = check_separate(scale, ptr_names[s], args.cache, "cache"); !st) return st;
     }
   }
 
