@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <optional>
 
 #include "../common/backend_select.h"
 #include "backend_call.h"
@@ -15,6 +16,7 @@
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/logging.h"
 #include "kvq/core/safetensors.h"
+#include "kvq/core/slot_mapping.h"
 #include "tensor_staging.h"
 
 namespace kvq::app {
@@ -34,7 +36,8 @@ struct Inputs {
   int64_t padding = 0;  // tokens with a negative slot
 };
 
-// Checks IN's names, dtypes and shapes against the config (values are the writer's to check).
+// Checks IN's names, dtypes and shapes against the config, and that no slot repeats (the other
+// values are the writer's to check).
 Inputs check_inputs(const SafetensorsFile& in, const Config& cfg, const std::string& config) {
   for (const SafetensorsTensor& t : in.tensors()) {
     if (t.name != "key" && t.name != "value" && t.name != "slot_mapping" && t.name != "k_scale" &&
@@ -76,9 +79,15 @@ Inputs check_inputs(const SafetensorsFile& in, const Config& cfg, const std::str
              optional_scale(in, "k_scale").value_or(cfg.cache.k_scale),
              optional_scale(in, "v_scale").value_or(cfg.cache.v_scale)};
   for (int64_t i = 0; i < key.shape[0]; ++i) {
-    const int64_t s = slots.dtype == DType::i64 ? out.slot_mapping.ptr<const int64_t>()[i]
-                                                : out.slot_mapping.ptr<const int32_t>()[i];
-    out.padding += s < 0 ? 1 : 0;
+    out.padding += slot_at(out.slot_mapping, i) < 0 ? 1 : 0;
+  }
+  // Checked here, for every backend: a GPU writer cannot see the repeat without a sync, and would
+  // leave that slot's bytes unspecified.
+  if (const std::optional<RepeatedSlot> r = find_repeated_slot(out.slot_mapping)) {
+    bad(
+        fmt::format("{}: tensor 'slot_mapping': slot_mapping[{}] = {}, the same slot as "
+                    "slot_mapping[{}]: expected each slot at most once",
+                    in.source(), r->index, r->slot, r->first));
   }
   return out;
 }

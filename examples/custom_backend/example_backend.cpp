@@ -14,6 +14,7 @@
 
 #include "kvq/core/logging.h"
 #include "kvq/core/plugin_abi.h"
+#include "kvq/core/slot_mapping.h"
 #include "kvq/layouts/layout_factory.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
@@ -21,6 +22,7 @@ namespace {
 
 using kvq::DType;
 using kvq::ErrorCode;
+using kvq::slot_at;
 using kvq::Status;
 using kvq::TensorView;
 
@@ -32,11 +34,6 @@ float element(const TensorView& x, int64_t t, int64_t h, int64_t d) {
   float f;
   std::memcpy(&f, &bits, sizeof f);
   return f;
-}
-
-int64_t slot_at(const TensorView& slots, int64_t t) {
-  const int64_t i = t * slots.stride(0);
-  return slots.dtype == DType::i64 ? slots.ptr<const int64_t>()[i] : slots.ptr<const int32_t>()[i];
 }
 
 // What the example accepts, checked before a single byte is written.
@@ -78,6 +75,11 @@ Status check(const kvq::WriteArgs& a, const kvq::PageLayout& layout) {
                                            "] = " + std::to_string(slot) + ": expected < " +
                                            std::to_string(slots)};
     }
+  }
+  if (const auto r = kvq::find_repeated_slot(s)) {  // two tokens racing for one slot
+    return {ErrorCode::invalid_argument, "slot_mapping[" + std::to_string(r->index) +
+                                             "]: the same slot as slot_mapping[" +
+                                             std::to_string(r->first) + "]"};
   }
   if (!(a.k_scale > 0.0f) || !(a.v_scale > 0.0f) || a.k_scale_ptr || a.v_scale_ptr) {
     return {ErrorCode::invalid_argument, "k_scale/v_scale: expected host values > 0"};

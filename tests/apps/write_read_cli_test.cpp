@@ -1,6 +1,7 @@
 // `kvq write` then `kvq read` end to end with the reference_cpu plugin, exactly as the
 // command-line contract of shared/design/architecture.md says: the files' tensor names, dtypes and
 // metadata, --cache, and exit statuses 0 / 1 / 2 with one stderr line naming the file.
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -241,6 +242,18 @@ TEST_F(WriteReadCli, BadInputsExitTwoNamingTheFile) {
                      ": slot_mapping[3] = 384: expected < 384 (num_blocks 24 x block_size 16");
   EXPECT_FALSE(fs::exists(path("c.safetensors"))) << "a refused write left an output file";
   input_.slots[3] = original;
+
+  // A repeated slot: refused by kvq write itself, before any backend (a GPU writer could not see
+  // it), so the message names the tensor as the other input checks do.
+  const int64_t eighth = input_.slots[8];
+  input_.slots[8] = input_.slots[4];
+  save_safetensors(path("twice.safetensors"), input_.tensors());
+  expect_failure(write("", "c.safetensors", "twice.safetensors"), 2,
+                 fmt::format("{}: tensor 'slot_mapping': slot_mapping[8] = {}, the same slot as "
+                             "slot_mapping[4]: expected each slot at most once",
+                             path("twice.safetensors"), input_.slots[4]));
+  EXPECT_FALSE(fs::exists(path("c.safetensors")));
+  input_.slots[8] = eighth;
 
   auto t = input_.tensors();
   save_safetensors(path("no_value.safetensors"), {t[0], t[2]});

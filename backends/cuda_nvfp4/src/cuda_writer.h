@@ -3,7 +3,8 @@
 // stream (WriteArgs::stream, a cudaStream_t; null = the legacy default stream of the device).
 // A write validates on the host, fills one descriptor and launches one kernel: no host sync, no
 // allocation, no lock. Out-of-range slots are skipped and counted in a device counter allocated
-// once per writer; take_out_of_range_slots() synchronizes, reads and resets it.
+// once per writer and never reset; take_out_of_range_slots() synchronizes and reports its growth
+// since the last take.
 //
 // Stream capture: write() and read() may be captured into a CUDA graph (any capture mode). They
 // call only capture-safe runtime functions on the way (cudaGetDevice, cudaStreamIsCapturing,

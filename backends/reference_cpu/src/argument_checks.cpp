@@ -2,10 +2,9 @@
 
 #include <fmt/format.h>
 
-#include <algorithm>
 #include <cmath>
+#include <optional>
 #include <utility>
-#include <vector>
 
 #include "kvq/core/status.h"
 #include "kvq/layouts/nvfp4_quantize.h"
@@ -100,7 +99,6 @@ void check_slot_mapping(const TensorView& slots, int64_t num_tokens, const Nvfp4
   check_data(slots, "slot_mapping");
 
   const int64_t capacity = d.num_blocks * d.block_size;
-  std::vector<std::pair<int64_t, int64_t>> used;  // (slot, index) of every non-padding token
   for (int64_t i = 0; i < num_tokens; ++i) {
     const int64_t slot = slot_at(slots, i);
     if (slot >= capacity) {
@@ -109,26 +107,13 @@ void check_slot_mapping(const TensorView& slots, int64_t num_tokens, const Nvfp4
                               "{}; negative slots are padding)",
                               i, slot, capacity, d.num_blocks, d.block_size));
     }
-    if (unique && slot >= 0) used.emplace_back(slot, i);
   }
   if (!unique) return;
-  std::sort(used.begin(), used.end());
-  // Report the earliest token that repeats a slot an earlier token already has.
-  int64_t worst = -1, first = -1, slot = -1;
-  for (size_t k = 1; k < used.size(); ++k) {
-    if (used[k].first != used[k - 1].first) continue;
-    if (k >= 2 && used[k - 2].first == used[k].first) continue;  // not the second of its run
-    if (worst < 0 || used[k].second < worst) {
-      worst = used[k].second;
-      first = used[k - 1].second;
-      slot = used[k].first;
-    }
-  }
-  if (worst >= 0) {
+  if (const std::optional<RepeatedSlot> r = find_repeated_slot(slots)) {
     bad(
         fmt::format("slot_mapping[{}] = {}: the same slot as slot_mapping[{}]: expected each slot "
                     "at most once per write",
-                    worst, slot, first));
+                    r->index, r->slot, r->first));
   }
 }
 

@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "kvq/core/kv_cache.h"
+#include "kvq/core/slot_mapping.h"  // slot_at, for the writer and reader loops
 #include "kvq/layouts/nvfp4_descriptor.h"
 
 namespace kvq::reference_cpu {
@@ -24,13 +25,5 @@ CheckedWrite check_write(const WriteArgs& args, const Nvfp4LayoutDesc& desc);
 // fine); key/value out [T, H, D] f32 with non-negative strides, not overlapping the cache or each
 // other; scales > 0 and finite.
 int64_t check_read(const ReadArgs& args, const Nvfp4LayoutDesc& desc);
-
-// slot_mapping[i] as int64 (i64 or i32 storage, any stride).
-inline int64_t slot_at(const TensorView& slots, int64_t i) {
-  const auto* base = static_cast<const uint8_t*>(slots.data);
-  const int64_t offset = i * slots.strides[0];
-  if (slots.dtype == DType::i64) return reinterpret_cast<const int64_t*>(base)[offset];
-  return reinterpret_cast<const int32_t*>(base)[offset];
-}
 
 }  // namespace kvq::reference_cpu

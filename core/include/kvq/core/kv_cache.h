@@ -20,7 +20,7 @@ inline TensorView cache_view(const PageLayout& layout, void* data, Device device
 struct WriteArgs {
   TensorView key;           // [num_tokens, num_kv_heads, head_size] bf16 | f16 | f32, any strides
   TensorView value;         // [num_tokens, num_kv_heads, head_size] same dtype as key
-  TensorView slot_mapping;  // [num_tokens] i64 | i32; slot = block * block_size + offset; < 0 = pad
+  TensorView slot_mapping;  // [num_tokens] i64 | i32: block * block_size + offset; < 0 pads; unique
   TensorView cache;         // [num_blocks, page_bytes] u8, contiguous, apart from every input
   float k_scale = 1.0f;     // dequantization scales, > 0 with a finite reciprocal ...
   float v_scale = 1.0f;
@@ -34,7 +34,10 @@ class BOOST_SYMBOL_VISIBLE KVCacheWriter {
   virtual ~KVCacheWriter() = default;
 
   // Validates everything, then writes. On any error nothing has been written (for device-side
-  // slot values, see out_of_range_slots()).
+  // slot values, see take_out_of_range_slots()). A slot named twice in one write is refused where
+  // the slots are on the host; where they are on the device, checking would cost a sync, so the
+  // repeated slot's bytes are unspecified (each 16-element group from either token, its data and
+  // scale not necessarily from the same one) while every other slot is written as usual.
   virtual Status write(const WriteArgs& args) noexcept = 0;
 
   virtual const PageLayout& layout() const noexcept = 0;
