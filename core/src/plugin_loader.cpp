@@ -2,8 +2,10 @@
 
 #include <dlfcn.h>
 #include <fmt/format.h>
+#include <link.h>
 
 #include <array>
+#include <cstdint>
 #include <cstring>
 #include <fstream>
 #include <map>
@@ -93,6 +95,31 @@ bool same_object(const void* anchor, const void* address) {
   return dladdr(anchor, &a) != 0 && dladdr(address, &b) != 0 && a.dli_fbase == b.dli_fbase;
 }
 
+// True when `address` lies in an executable segment of a loaded object: an alias of a variable
+// (KVQ_DEFINE_BACKEND(descriptor) instead of a function) points into data, and calling it would
+// crash the host.
+bool in_executable_segment(const void* address) {
+  struct Query {
+    uintptr_t address;
+    bool executable;
+  } query{reinterpret_cast<uintptr_t>(address), false};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* q = static_cast<Query*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          const uintptr_t begin = info->dlpi_addr + ph.p_vaddr;
+          if (ph.p_type == PT_LOAD && q->address >= begin && q->address - begin < ph.p_memsz) {
+            q->executable = (ph.p_flags & PF_X) != 0;
+            return 1;  // found its segment: stop
+          }
+        }
+        return 0;
+      },
+      &query);
+  return query.executable;
+}
+
 }  // namespace
 
 LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
@@ -118,6 +145,11 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
     return fail(std::string(kEntry) +
                 " is not a Boost.DLL alias into this library (export it with "
                 "KVQ_DEFINE_BACKEND)");
+  }
+  if (!in_executable_segment(reinterpret_cast<const void*>(&entry))) {
+    return fail(std::string(kEntry) +
+                " points at data, not at a function (KVQ_DEFINE_BACKEND takes the function that "
+                "returns the descriptor)");
   }
 
   const PluginDescriptor* d = nullptr;

@@ -135,6 +135,24 @@ TEST(PluginRegistry, NullDescriptorIsRejected) {
   EXPECT_EQ(only_failure(r, file).reason, "kvq_backend_entry returned null");
 }
 
+// Two ways to get the export wrong that would otherwise crash the host: a plain function named
+// kvq_backend_entry (its code read as a pointer) and an alias of a variable (called as code).
+TEST(PluginRegistry, EntryThatIsNotAnAliasIsRejected) {
+  const fs::path file = fixture("plain_entry", "libkvq_fixture_plain_entry.so");
+  const Registry r = scanned({file});
+  EXPECT_EQ(only_failure(r, file).reason,
+            "kvq_backend_entry is not a Boost.DLL alias into this library (export it with "
+            "KVQ_DEFINE_BACKEND)");
+}
+
+TEST(PluginRegistry, EntryAliasOfDataIsRejectedWithoutACall) {
+  const fs::path file = fixture("entry_data", "libkvq_fixture_entry_data.so");
+  const Registry r = scanned({file});
+  EXPECT_EQ(only_failure(r, file).reason,
+            "kvq_backend_entry points at data, not at a function (KVQ_DEFINE_BACKEND takes the "
+            "function that returns the descriptor)");
+}
+
 TEST(PluginRegistry, TextFileIsNotASharedLibrary) {
   const fs::path file = fixture("garbage", "libkvq_garbage.so");
   const Registry r = scanned({fixture_dir("garbage")});
