@@ -396,6 +396,36 @@ TEST_F(WritePlanTest, NegativeTokenCountIsRefused) {
             "[-288230376151711739, 8, 128] bf16 cuda:0");
 }
 
+// The kernels index items with 32 bits: 2^25 + 1 tokens x 8 heads x 8 groups is 2^31 + 64 items,
+// refused although the token count alone fits. (Views only: the fake buffers lie 1 TiB apart.)
+TEST_F(WritePlanTest, MoreThanTwoToTheThirtyOneItemsAreRefused) {
+  const int64_t T = (int64_t{1} << 25) + 1;
+  args_.key = make_view(addr(uintptr_t{1} << 40), DType::bf16, {T, 8, 128}, kDev);
+  args_.value = make_view(addr(uintptr_t{2} << 40), DType::bf16, {T, 8, 128}, kDev);
+  args_.slot_mapping = make_view(addr(uintptr_t{3} << 40), DType::i64, {T}, kDev);
+  EXPECT_EQ(plan().message(),
+            "33554433 tokens x 8 heads x 8 groups = more than 2^31 work items in one call: split "
+            "the batch");
+  args_.key.shape[0] = args_.value.shape[0] = args_.slot_mapping.shape[0] = T - 1;  // 2^31 items
+  EXPECT_EQ(plan().message(),
+            "33554432 tokens x 8 heads x 8 groups = more than 2^31 work items in one call: split "
+            "the batch");
+  args_.key.shape[0] = args_.value.shape[0] = args_.slot_mapping.shape[0] = T - 2;
+  EXPECT_TRUE(plan().is_ok()) << plan().message();
+}
+
+// Slots are loaded as whole i64 / i32 elements.
+TEST_F(WritePlanTest, MisalignedSlotMappingIsRefused) {
+  args_.slot_mapping.data = static_cast<char*>(args_.slot_mapping.data) + 4;
+  EXPECT_EQ(plan().message(),
+            "slot_mapping: data pointer 0x30004 is not aligned to its 8-byte elements");
+  args_.slot_mapping.dtype = DType::i32;
+  EXPECT_TRUE(plan().is_ok()) << plan().message();
+  args_.slot_mapping.data = static_cast<char*>(args_.slot_mapping.data) + 2;
+  EXPECT_EQ(plan().message(),
+            "slot_mapping: data pointer 0x30006 is not aligned to its 4-byte elements");
+}
+
 TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
   char* const cache = static_cast<char*>(args_.cache.data);
   args_.key.data = cache + 4096;

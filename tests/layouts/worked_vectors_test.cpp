@@ -108,6 +108,36 @@ TEST(WorkedVectors, SfRawBelowTwoToMinusTenGivesAllZeros) {
   EXPECT_EQ(g.data[3], 0x08);
 }
 
+// Step 2 multiplies by R6 = float32(1/6) rounded to nearest (0x3E2AAAAB, just above 1/6). For
+// amax = 69/64 the exact amax / 6 = 0.1796875 is an E4M3 tie (0x23 = 0.171875, 0x24 = 0.1875):
+// with R6 the product rounds onto the tie, which goes to the even 0x24; with the float just
+// below 1/6 it would round under it, to 0x23.
+TEST(WorkedVectors, StepTwoMultipliesByOneSixthRoundedToNearest) {
+  EXPECT_EQ(nvfp4_scale_byte(1.078125f, 1.0f), 0x24);
+}
+
+// Step 4 as the format states it, 1 / (sf * (1 / global)) with a rounding after each operation,
+// for every E4M3 scale and a spread of dequantization scales: the algebraically equal
+// global * (1 / sf) or global / sf round differently for some of them.
+TEST(WorkedVectors, StepFourRoundsInTheFormatsOrder) {
+  int differs_from_shortcut = 0;
+  for (float k_scale : {1.0f, 2.0f / 448.0f, 0.1f, 3.0f, 1.0f / 3.0f, 7e-3f, 123.456f}) {
+    const volatile float global = nvfp4_global_scale(k_scale);  // volatile: no folding
+    for (int b = 1; b < 0x7F; ++b) {
+      const float sf = e4m3_to_float(static_cast<uint8_t>(b));
+      const volatile float inv_global = 1.0f / global;
+      const volatile float product = sf * inv_global;
+      const float expected = 1.0f / product;
+      const volatile float inv_sf = 1.0f / sf;
+      differs_from_shortcut += global * inv_sf != expected ? 1 : 0;
+      ASSERT_EQ(nvfp4_output_scale(static_cast<uint8_t>(b), global), expected)
+          << "scale byte " << b << ", k_scale " << k_scale;
+    }
+  }
+  EXPECT_GT(differs_from_shortcut, 0) << "no case tells the orders apart";
+  EXPECT_EQ(nvfp4_output_scale(0x00, 1.0f), 0.0f);
+}
+
 TEST(WorkedVectors, DequantizeIsCodeTimesScaleTimesKScale) {
   EXPECT_EQ(nvfp4_dequantize(0x7, 0x38, 1.0f), 6.0f);
   EXPECT_EQ(nvfp4_dequantize(0xd, 0x38, 2.0f), -6.0f);   // -3 * 1 * 2

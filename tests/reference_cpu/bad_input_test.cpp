@@ -160,6 +160,15 @@ TEST_F(BadWrite, CacheTooSmallOrStrided) {
   args.cache = make_view(cache.data(), DType::u8, {kBlocks * kPage});
   expect_refused(ErrorCode::invalid_argument,
                  "cache: [9216] u8 cpu: expected 2 dimensions [num_blocks, page_bytes]");
+  // Too large is refused as well: a cache of another geometry, whose pages the layout's offsets
+  // would misplace.
+  std::vector<uint8_t> larger((kBlocks + 1) * kPage);
+  args.cache = make_view(larger.data(), DType::u8, {kBlocks + 1, kPage});
+  expect_refused(ErrorCode::invalid_argument,
+                 "cache: shape [5, 2304]: expected [4, 2304] (num_blocks x page_bytes)");
+  args.cache = make_view(larger.data(), DType::u8, {kBlocks, kPage + 1});
+  expect_refused(ErrorCode::invalid_argument,
+                 "cache: shape [4, 2305]: expected [4, 2304] (num_blocks x page_bytes)");
 }
 
 TEST_F(BadWrite, DevicesStridesAndAliasing) {
@@ -178,6 +187,19 @@ TEST_F(BadWrite, DevicesStridesAndAliasing) {
   args.key = make_view(cache.data() + 100, DType::bf16, {kTokens, kHeads, kHeadSize});
   expect_refused(ErrorCode::invalid_argument,
                  "key and cache share memory: expected separate buffers");
+  args.key = make_view(key.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
+  // Each input on its own: the value rows and the slots inside the cache.
+  std::memcpy(cache.data() + 64, value.data(), value.size() * sizeof(uint16_t));
+  before = cache;
+  args.value = make_view(cache.data() + 64, DType::bf16, {kTokens, kHeads, kHeadSize});
+  expect_refused(ErrorCode::invalid_argument,
+                 "value and cache share memory: expected separate buffers");
+  args.value = make_view(value.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
+  std::memcpy(cache.data() + kPage * kBlocks - 64, slots.data(), slots.size() * sizeof(int64_t));
+  before = cache;
+  args.slot_mapping = make_view(cache.data() + kPage * kBlocks - 64, DType::i64, {kTokens});
+  expect_refused(ErrorCode::invalid_argument,
+                 "slot_mapping and cache share memory: expected separate buffers");
 }
 
 TEST(BadBackendOptions, DeviceThreadsAndLayout) {
@@ -258,6 +280,17 @@ TEST_F(BadRead, Refusals) {
   args.value = make_view(value_and_slots.data(), DType::f32, {4, kHeads, kHeadSize});
   expect_refused(ErrorCode::invalid_argument,
                  "value and slot_mapping share memory: expected separate buffers");
+}
+
+TEST_F(BadRead, ScalesFollowTheWritersRule) {
+  const std::string rule = std::string(": ") + kNvfp4ScaleRule;
+  args.k_scale = 0.0f;
+  expect_refused(ErrorCode::invalid_argument, "k_scale = 0" + rule);
+  args.k_scale = 1.0f;
+  args.v_scale = std::numeric_limits<float>::quiet_NaN();
+  expect_refused(ErrorCode::invalid_argument, "v_scale = nan" + rule);
+  args.v_scale = -std::numeric_limits<float>::infinity();
+  expect_refused(ErrorCode::invalid_argument, "v_scale = -inf" + rule);
 }
 
 }  // namespace

@@ -1,9 +1,14 @@
 // The same bytes whatever the thread count, the input dtype's storage, or the input's strides:
-// a key that is a view into a fused QKV buffer, a transposed head layout, int32 slots.
+// a key that is a view into a fused QKV buffer, a transposed head layout, int32 slots, f16
+// subnormals; and the same values whatever the reader's output strides.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <random>
+#include <thread>
 
+#include "kvq/reference_cpu/reference_reader.h"
 #include "kvq/reference_cpu/reference_writer.h"
 #include "reference_test_util.h"
 
@@ -55,7 +60,11 @@ TEST(Threads, OutputIsIdenticalForAnyThreadCount) {
     EXPECT_TRUE(write(a, threads) == one) << threads << " threads";
   }
   reference_cpu::ReferenceWriter hw(test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize));
-  EXPECT_GE(hw.threads(), 1);
+  EXPECT_EQ(hw.threads(), static_cast<int>(std::max(1u, std::thread::hardware_concurrency())))
+      << "threads: 0 is every hardware thread";
+  reference_cpu::ReferenceWriter three(test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize,
+                                                         "HND", "linear", "sm100_swizzled", 3));
+  EXPECT_EQ(three.threads(), 3);
 }
 
 TEST(Strides, FusedQkvViewsAndTransposedHeadsGiveTheSameBytes) {
@@ -107,6 +116,72 @@ TEST(Strides, FusedQkvViewsAndTransposedHeadsGiveTheSameBytes) {
   f32.key = kf.view(kTokens, kHeads, kHeadSize);
   f32.value = vf.view(kTokens, kHeads, kHeadSize);
   EXPECT_TRUE(write(f32, 1) == expected) << "f32 storage of the same values";
+}
+
+// f16 subnormals (m x 2^-24) convert exactly too: with scales that lift them into NVFP4's range,
+// their bytes equal those of the same values stored as f32.
+TEST(Dtypes, F16SubnormalsGiveTheBytesOfTheirF32Values) {
+  std::mt19937 rng(5);
+  std::uniform_int_distribution<uint32_t> mantissa(1, 0x3FF);
+  const size_t n = kTokens * kHeads * kHeadSize;
+  std::vector<uint16_t> key16(n), value16(n);
+  std::vector<float> key32(n), value32(n);
+  for (size_t i = 0; i < n; ++i) {
+    const uint32_t mk = mantissa(rng), mv = mantissa(rng), sign = (rng() & 1u) << 15;
+    key16[i] = static_cast<uint16_t>(sign | mk);
+    value16[i] = static_cast<uint16_t>(mv);
+    key32[i] = std::ldexp(static_cast<float>(mk), -24) * (sign ? -1.0f : 1.0f);
+    value32[i] = std::ldexp(static_cast<float>(mv), -24);
+  }
+  Inputs in;
+  WriteArgs f16;
+  f16.key = make_view(key16.data(), DType::f16, {kTokens, kHeads, kHeadSize});
+  f16.value = make_view(value16.data(), DType::f16, {kTokens, kHeads, kHeadSize});
+  f16.slot_mapping = make_view(in.slots.data(), DType::i64, {kTokens});
+  f16.k_scale = std::ldexp(1.0f, -20);  // |x| / k_scale in [2^-4, 64)
+  f16.v_scale = std::ldexp(1.0f, -18);
+  WriteArgs f32 = f16;
+  f32.key = make_view(key32.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  f32.value = make_view(value32.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  const auto expected = write(f32, 1);
+  EXPECT_TRUE(write(f16, 1) == expected);
+}
+
+// The reader honours each output's own strides, padding rows included: key into [T, H, D], value
+// into [T, D, H] storage, against a read into contiguous outputs.
+TEST(Strides, ReadOutputsOfDifferentStridesGetTheSameValues) {
+  Inputs in;
+  test::Rows k(DType::bf16, in.key), v(DType::bf16, in.value);
+  WriteArgs w;
+  w.key = k.view(kTokens, kHeads, kHeadSize);
+  w.value = v.view(kTokens, kHeads, kHeadSize);
+  w.slot_mapping = make_view(in.slots.data(), DType::i64, {kTokens});
+  auto cache = write(w, 1);
+  reference_cpu::ReferenceReader reader(
+      test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize, "HND", "linear", "sm100_swizzled"));
+  const size_t n = in.key.size();
+  std::vector<float> key(n), value(n), key_s(n, 7.0f), value_tdh(n, 7.0f);
+  ReadArgs r;
+  r.cache = make_view(cache.data(), DType::u8,
+                      {kBlocks, static_cast<int64_t>(reader.layout().page_bytes())});
+  r.slot_mapping = w.slot_mapping;
+  r.key = make_view(key.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  r.value = make_view(value.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  ASSERT_TRUE(reader.read(r).is_ok());
+  r.key = make_view(key_s.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  r.value = make_view(value_tdh.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  r.value.strides = {kHeads * kHeadSize, 1, kHeads, 0};
+  ASSERT_TRUE(reader.read(r).is_ok());
+  EXPECT_TRUE(key_s == key);
+  for (int64_t t = 0; t < kTokens; ++t) {
+    for (int64_t h = 0; h < kHeads; ++h) {
+      for (int64_t d = 0; d < kHeadSize; ++d) {
+        ASSERT_EQ(value_tdh[(t * kHeadSize + d) * kHeads + h],
+                  value[(t * kHeads + h) * kHeadSize + d])
+            << "token " << t << " (slot " << in.slots[t] << "), head " << h << ", element " << d;
+      }
+    }
+  }
 }
 
 TEST(Tokens, ZeroTokensWriteNothing) {
