@@ -106,8 +106,43 @@ class WriteReadCli : public test::KvqCliTest {
 
   test::CliResult write(const std::string& extra, const std::string& out = "cache.safetensors",
                         const std::string& in = "in.safetensors") {
-    return kvq("write " + config_.string() + " --input " + path(in) + " --output " + path(out) +
-               " " + extra);
+    return write_with(config_.string(), extra, out, in);
+  }
+  test::CliResult write_with(const std::string& config, const std::string& extra,
+                             const std::string& out = "cache.safetensors",
+                             const std::string& in = "in.safetensors") {
+    return kvq("write " + config + " --input " + path(in) + " --output " + path(out) + " " + extra);
+  }
+
+  // kConfig with other k_scale and v_scale (different from each other, so that a mix-up of the
+  // sides shows), written to `name`; returns its path.
+  std::string scaled_config(float k_scale = 2.0f, float v_scale = 0.25f,
+                            const std::string& name = "scaled.yaml") const {
+    std::string text = kConfig;
+    text.replace(text.find("k_scale: 1.0"), 12, fmt::format("k_scale: {}", k_scale));
+    text.replace(text.find("v_scale: 1.0"), 12, fmt::format("v_scale: {}", v_scale));
+    std::ofstream(path(name)) << text;
+    return path(name);
+  }
+
+  // The cache the reference writer makes, in-process, from the whole input with these scales.
+  std::vector<uint8_t> reference_bytes(float k_scale, float v_scale) {
+    BackendOptions o;
+    o.cache.num_blocks = kBlocks;
+    o.cache.num_kv_heads = kHeads;
+    o.cache.head_size = kHeadSize;
+    reference_cpu::ReferenceWriter writer(o);
+    std::vector<uint8_t> bytes(kBlocks * kPage, 0);
+    auto t = input_.tensors();
+    WriteArgs a;
+    a.key = t[0].view;
+    a.value = t[1].view;
+    a.slot_mapping = t[2].view;
+    a.cache = make_view(bytes.data(), DType::u8, {kBlocks, kPage});
+    a.k_scale = k_scale;
+    a.v_scale = v_scale;
+    EXPECT_TRUE(writer.write(a).is_ok());
+    return bytes;
   }
   test::CliResult read(const std::string& cache = "cache.safetensors",
                        const std::string& slots = "in.safetensors", const std::string& config = "",
@@ -214,6 +249,76 @@ TEST_F(WriteReadCli, ScalesFromTheInputAreUsedAndRecorded) {
   expect_failure(
       write("--cache " + path("cache.safetensors"), "more.safetensors", "rescaled.safetensors"), 2,
       path("rescaled.safetensors") + ": tensor k_scale = 0.5 differs from the k_scale 0.03125");
+}
+
+// The config's scales, one per side, when the input file has no scale tensors: K and V each
+// quantized with its own (the bytes are the reference writer's with k_scale 2, v_scale 0.25)
+// and each recorded under its own name.
+TEST_F(WriteReadCli, ConfigScalesAreUsedPerSideAndRecorded) {
+  const test::CliResult w = write_with(scaled_config(), "");
+  ASSERT_EQ(w.status, 0) << w.err;
+  const auto cache = SafetensorsFile::load(path("cache.safetensors"));
+  EXPECT_EQ(cache.metadata().at("k_scale"), "2");
+  EXPECT_EQ(cache.metadata().at("v_scale"), "0.25");
+  const std::vector<uint8_t> want = reference_bytes(2.0f, 0.25f);
+  const SafetensorsTensor& kv = cache.at("kv_cache");
+  ASSERT_EQ(kv.bytes.size(), want.size());
+  EXPECT_TRUE(std::equal(want.begin(), want.end(), kv.bytes.begin()))
+      << "the cache is not the reference writer's with k_scale 2, v_scale 0.25";
+}
+
+// A read whose config says 1 and 1 dequantizes with the scales the cache records (2 for K, 0.25
+// for V), each side with its own: with any other the rows come back 2x, 4x or 8x off.
+TEST_F(WriteReadCli, ReadUsesEachScaleTheCacheRecords) {
+  ASSERT_EQ(write_with(scaled_config(), "").status, 0);
+  save_safetensors(path("slots.safetensors"), {input_.tensors()[2]});
+  const test::CliResult r = read("cache.safetensors", "slots.safetensors");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("(k_scale 2, v_scale 0.25)"), std::string::npos) << r.out;
+  const auto out = SafetensorsFile::load(path("out.safetensors"));
+  const auto* k = reinterpret_cast<const float*>(out.at("key").bytes.data());
+  const auto* v = reinterpret_cast<const float*>(out.at("value").bytes.data());
+  EXPECT_LE(rel_l2(input_.key_f, k, input_.slots, kHeads * kHeadSize), 0.12);
+  EXPECT_LE(rel_l2(input_.value_f, v, input_.slots, kHeads * kHeadSize), 0.12);
+}
+
+// k_scale / v_scale tensors in the --slot-mapping file come before the cache's: twice the
+// recorded k_scale reads K exactly twice as large, four times the recorded v_scale V four times.
+TEST_F(WriteReadCli, ScaleTensorsOfTheSlotMappingFileOverrideTheCaches) {
+  ASSERT_EQ(write_with(scaled_config(), "").status, 0);
+  save_safetensors(path("slots.safetensors"), {input_.tensors()[2]});
+  ASSERT_EQ(read("cache.safetensors", "slots.safetensors", "", "recorded.safetensors").status, 0);
+  float k_scale = 4.0f, v_scale = 1.0f;
+  save_safetensors(path("scaled_slots.safetensors"),
+                   {input_.tensors()[2],
+                    {"k_scale", make_view(&k_scale, DType::f32, {})},
+                    {"v_scale", make_view(&v_scale, DType::f32, {1})}});
+  const test::CliResult r =
+      read("cache.safetensors", "scaled_slots.safetensors", "", "override.safetensors");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("(k_scale 4, v_scale 1)"), std::string::npos) << r.out;
+  const auto recorded = SafetensorsFile::load(path("recorded.safetensors"));
+  const auto overridden = SafetensorsFile::load(path("override.safetensors"));
+  const int64_t n = kTokens * kHeads * kHeadSize;
+  const auto* k1 = reinterpret_cast<const float*>(recorded.at("key").bytes.data());
+  const auto* v1 = reinterpret_cast<const float*>(recorded.at("value").bytes.data());
+  const auto* k2 = reinterpret_cast<const float*>(overridden.at("key").bytes.data());
+  const auto* v2 = reinterpret_cast<const float*>(overridden.at("value").bytes.data());
+  for (int64_t i = 0; i < n; ++i) {
+    ASSERT_EQ(k2[i], 2.0f * k1[i]) << "key element " << i;
+    ASSERT_EQ(v2[i], 4.0f * v1[i]) << "value element " << i;
+  }
+}
+
+// The v_scale side of "a cache holds one scale per side": the same k_scale but another v_scale
+// must not extend it.
+TEST_F(WriteReadCli, ExtendingWithAnotherVScaleIsRefused) {
+  ASSERT_EQ(write_with(scaled_config(), "").status, 0);
+  const std::string other = scaled_config(2.0f, 1.0f, "v_is_one.yaml");
+  expect_failure(write_with(other, "--cache " + path("cache.safetensors"), "more.safetensors"), 2,
+                 other + ": cache.v_scale = 1 differs from the v_scale 0.25 that " +
+                     path("cache.safetensors") + " was written with");
+  EXPECT_FALSE(fs::exists(path("more.safetensors")));
 }
 
 TEST_F(WriteReadCli, CacheOptionExtendsAnExistingCache) {
