@@ -430,6 +430,87 @@ TEST_F(WriteReadCli, ReadRefusesACacheOfAnotherLayout) {
                  path("far.safetensors") + ": slot_mapping[5] = 1000: expected < 384");
 }
 
+// Cache files made by hand with kvq's metadata but something wrong elsewhere: each refused with
+// exit 2 naming the file, before any backend reads a byte of it.
+TEST_F(WriteReadCli, ReadRefusesHandMadeCacheFilesNamingTheFault) {
+  ASSERT_EQ(write("").status, 0);
+  const auto good = SafetensorsFile::load(path("cache.safetensors"));
+  const std::map<std::string, std::string> metadata = good.metadata();
+  std::vector<uint8_t> bytes(good.at("kv_cache").bytes.begin(), good.at("kv_cache").bytes.end());
+
+  // The right bytes in one flat row: not [num_blocks, page_bytes].
+  save_safetensors(path("flat.safetensors"),
+                   {{"kv_cache", make_view(bytes.data(), DType::u8, {kBlocks * kPage})}}, metadata);
+  expect_failure(read("flat.safetensors"), 2,
+                 path("flat.safetensors") +
+                     ": tensor 'kv_cache': U8 [110592]: expected U8 [24, 4608] (num_blocks x "
+                     "page_bytes)");
+
+  // Recorded scales that no write can have used: not > 0.
+  const auto with = [&](const char* key, const char* value, const std::string& name) {
+    auto m = metadata;
+    m[key] = value;
+    save_safetensors(path(name),
+                     {{"kv_cache", make_view(bytes.data(), DType::u8, {kBlocks, kPage})}}, m);
+  };
+  with("v_scale", "-0.5", "negative_v.safetensors");
+  expect_failure(read("negative_v.safetensors"), 2,
+                 path("negative_v.safetensors") +
+                     ": __metadata__ v_scale = '-0.5': expected a finite number > 0");
+  with("k_scale", "0", "zero_k.safetensors");
+  expect_failure(
+      read("zero_k.safetensors"), 2,
+      path("zero_k.safetensors") + ": __metadata__ k_scale = '0': expected a finite number > 0");
+  EXPECT_FALSE(fs::exists(path("out.safetensors")));
+}
+
+// A scale tensor must be a scalar: [] or [1]. [1, 1] holds one value too, but is refused, in kvq
+// write's input and in kvq read's slot-mapping file alike.
+TEST_F(WriteReadCli, ScaleTensorsOfShapeOneByOneAreRefused) {
+  float one = 1.0f;
+  auto t = input_.tensors();
+  t.push_back({"k_scale", make_view(&one, DType::f32, {1, 1})});
+  save_safetensors(path("square_scale.safetensors"), t);
+  expect_failure(write("", "c.safetensors", "square_scale.safetensors"), 2,
+                 path("square_scale.safetensors") +
+                     ": tensor 'k_scale': F32 [1, 1]: expected F32 with shape [] or [1]");
+  EXPECT_FALSE(fs::exists(path("c.safetensors")));
+
+  ASSERT_EQ(write("").status, 0);
+  save_safetensors(path("square_slots.safetensors"),
+                   {t[2], {"v_scale", make_view(&one, DType::f32, {1, 1})}});
+  expect_failure(read("cache.safetensors", "square_slots.safetensors"), 2,
+                 path("square_slots.safetensors") +
+                     ": tensor 'v_scale': F32 [1, 1]: expected F32 with shape [] or [1]");
+}
+
+// kvq read's slot_mapping is one row of slots: a [2, 2] of valid slots is refused, not read as 2
+// tokens or 4.
+TEST_F(WriteReadCli, ReadRefusesATwoDimensionalSlotMapping) {
+  ASSERT_EQ(write("").status, 0);
+  std::vector<int64_t> slots = {0, 1, 2, 3};
+  save_safetensors(path("square.safetensors"),
+                   {{"slot_mapping", make_view(slots.data(), DType::i64, {2, 2})}});
+  expect_failure(read("cache.safetensors", "square.safetensors"), 2,
+                 path("square.safetensors") +
+                     ": tensor 'slot_mapping': I64 [2, 2]: expected I64 or I32 [num_tokens]");
+  EXPECT_FALSE(fs::exists(path("out.safetensors")));
+}
+
+// Padding is a negative slot; slot 0 is a slot like any other and its token is counted written.
+TEST_F(WriteReadCli, SlotZeroIsWrittenNotPadding) {
+  std::vector<int64_t> slots = {0, -1, 17, 1};
+  auto t = input_.tensors(0, 4);
+  t[2].view = make_view(slots.data(), DType::i64, {4});
+  save_safetensors(path("slot0.safetensors"), t);
+  const test::CliResult w = write("", "c.safetensors", "slot0.safetensors");
+  ASSERT_EQ(w.status, 0) << w.err;
+  EXPECT_EQ(
+      w.out.rfind(path("slot0.safetensors") + ": wrote 3 tokens (1 padding) with reference_cpu", 0),
+      0u)
+      << w.out;
+}
+
 // A KVQ_LOG_LEVEL that is not a level is said, not silently dropped; the run goes on.
 TEST_F(WriteReadCli, UnknownLogLevelInTheEnvironmentIsReported) {
   const test::CliResult r = kvq("write " + config_.string() + " --input " + path("in.safetensors") +
