@@ -135,10 +135,52 @@ TEST_F(BenchCli, BadValuesFailBeforeTimingAndTouchNothing) {
   refused("--tokens 1 --threads 1 --shapes 8x128x6",
           "--shapes: 8x128x6 (heads x head_size x block_size): V scales sm100_swizzled need "
           "block_size % 4 == 0 (whole 4-token blocks); found block_size 6");
+  refused("--tokens 1 --threads 1 --shapes 8x128x16x9",
+          "--shapes: expected HEADSxHEAD_SIZE or HEADSxHEAD_SIZExBLOCK_SIZE items (e.g. "
+          "8x128,1x128x64), found '8x128x16x9'");
   const kvq::test::CliResult r =
       bench(config_.string() + " --json " + json.string() + " --backend no_such_backend");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(slurp(json), "{\"precious\": 1}");
+}
+
+// A case that fails (here a token count whose slot plan cannot be allocated: more bytes than any
+// address space) is reported in the table and the JSON, and the run exits 1, not 0: a script must
+// not take a sweep with holes for a whole one. ASAN_OPTIONS lets a sanitized build throw
+// bad_alloc as a plain one does.
+TEST_F(BenchCli, AFailedCaseExitsOne) {
+  const fs::path json = dir_ / "failed.json";
+  const kvq::test::CliResult r =
+      kvq("bench " + config_.string() +
+              " --shapes 1x64x16 --tokens 100000000000000000 --threads 1 --iterations 3 --json " +
+              json.string(),
+          "ASAN_OPTIONS=allocator_may_return_null=1 ");
+  EXPECT_EQ(r.status, 1) << r.err;
+  EXPECT_NE(r.err.find("\nkvq bench: 1 of 1 cases failed\n"), std::string::npos) << r.err;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(doc["cases"].size(), 1u);
+  EXPECT_EQ(doc["cases"][0]["error"].get<std::string>().rfind("out of host memory for T=", 0), 0u)
+      << doc["cases"][0]["error"];
+}
+
+// --plot without --json keeps its numbers in PLOT.json: when that name cannot be written (here a
+// folder holds it) the run stops before timing, exit 2. A stand-in python3 that passes the
+// matplotlib check gets the run that far on machines without matplotlib.
+TEST_F(BenchCli, UnwritablePlotJsonFailsBeforeTiming) {
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "python3") << "#!/bin/sh\nexit 0\n";
+  fs::permissions(bin / "python3", fs::perms::owner_all);
+  fs::create_directories(dir_ / "bench.json");
+  const fs::path png = dir_ / "bench.png";
+  const kvq::test::CliResult r =
+      kvq("bench " + config_.string() + " --shapes 1x64x16 --tokens 1 --threads 1 --plot " +
+              png.string(),
+          "PATH=" + bin.string() + ":\"$PATH\" ");
+  EXPECT_EQ(r.status, 2) << r.err;
+  EXPECT_EQ(r.err, "kvq: --plot's JSON " + (dir_ / "bench.json").string() +
+                       ": is a folder: expected a file path\n");
+  EXPECT_FALSE(fs::exists(png));
 }
 
 TEST_F(BenchCli, PlotDrawsAPng) {

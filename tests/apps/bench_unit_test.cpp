@@ -70,7 +70,8 @@ TEST(BenchPlan, ShapesListWithAndWithoutBlockSize) {
 }
 
 TEST(BenchPlan, BadListsNameTheItem) {
-  for (const char* bad : {"8x", "8x128x", "x128", "8*128", "8x128,", "0x128", "8x-128", "8x12a"}) {
+  for (const char* bad : {"8x", "8x128x", "x128", "8*128", "8x128,", "0x128", "8x-128", "8x12a",
+                          "8", "8x128x16x9" /* 4 fields: one too many, not ignored */}) {
     try {
       parse_shapes(bad);
       ADD_FAILURE() << bad << " was accepted";
