@@ -68,5 +68,19 @@ TEST(ErrorStats, RelativeL2AndCosine) {
   EXPECT_EQ(zero.cosine(), 1.0);
 }
 
+// A test vector of zeros against a non-zero reference (a side read back as zeros) has no
+// direction: cosine 0, not the 0/0 NaN of the formula; likewise the other way round.
+TEST(ErrorStats, CosineOfAZeroVectorAgainstANonZeroOneIsZero) {
+  const std::vector<float> ref = {3, -4};
+  const std::vector<float> zeros = {0, 0};
+  ErrorStats test_zero;
+  test_zero.add(ref.data(), zeros.data(), 2);
+  EXPECT_EQ(test_zero.cosine(), 0.0);
+  EXPECT_EQ(test_zero.rel_l2(), 1.0);
+  ErrorStats ref_zero;
+  ref_zero.add(zeros.data(), ref.data(), 2);
+  EXPECT_EQ(ref_zero.cosine(), 0.0);
+}
+
 }  // namespace
 }  // namespace kvq::demo

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <filesystem>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <string>
 #include <thread>
@@ -79,6 +80,35 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
   EXPECT_EQ(sh["head_fnv1a64"].size(), 4u);
   EXPECT_EQ(j["cache_fnv1a64"].get<std::string>().size(), 18u);
   EXPECT_FALSE(j.contains("timeline"));
+}
+
+// Each side's error is measured on that side. A scale so large that every group scale of a side
+// underflows to zero reads that side back as zeros: its rel L2 error is exactly 1, while the other
+// side's is what it was. (The K and V errors of demo_tiny are close, 0.094 and 0.095, so only a
+// side that is broken on purpose tells them apart.)
+TEST_F(DemoTest, KAndVErrorsAreEachTheirOwnSides) {
+  const std::string tiny = slurp(data("demo_tiny.yaml"));
+  const auto with = [&](const std::string& key, const std::string& name) {
+    std::string text = tiny;
+    const auto at = text.find(key + ": 1.0");
+    EXPECT_NE(at, std::string::npos) << key;
+    text.replace(at, key.size() + 5, key + ": 1000000.0");
+    std::ofstream(dir_ / name) << text;
+    return (dir_ / name).string();
+  };
+  const json base = run_json({"--config", data("demo_tiny.yaml").string()}, "base.json");
+  ASSERT_LT(base["v_rel_error"].get<double>(), 0.15);
+
+  const json v_gone = run_json({"--config", with("v_scale", "v_gone.yaml")}, "v_gone.json");
+  EXPECT_EQ(v_gone["v_rel_error"].get<double>(), 1.0);
+  EXPECT_EQ(v_gone["k_rel_error"], base["k_rel_error"]);
+  // Every attention output is zero then: cosine 0 (not NaN, which the JSON would hold as null).
+  EXPECT_EQ(v_gone["attention_rel_error"].get<double>(), 1.0);
+  EXPECT_EQ(v_gone["attention_cosine"], 0.0);
+
+  const json k_gone = run_json({"--config", with("k_scale", "k_gone.yaml")}, "k_gone.json");
+  EXPECT_EQ(k_gone["k_rel_error"].get<double>(), 1.0);
+  EXPECT_EQ(k_gone["v_rel_error"], base["v_rel_error"]);
 }
 
 TEST_F(DemoTest, ReportShowsWhatTheIssueAsks) {
