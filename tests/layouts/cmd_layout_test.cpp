@@ -75,6 +75,23 @@ TEST(CmdLayout, LocatesTheSwizzledVScaleOfTheFormatDoc) {
       << r.output;
 }
 
+// A byte that starts a region is labeled with that region, not with the one ending before it:
+// K data 0..8191, K scales 8192..9215, V data 9216..17407, V scales 17408..18431.
+TEST(CmdLayout, FirstBytesOfARegionAreLabeledWithIt) {
+  KvqRun r = kvq("layout " + sm100() + " --locate k,0,0,0");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("  data   page offset 0..7  (K data + 0)\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  scale  page offset 8192  (K scales + 0; "), std::string::npos)
+      << r.output;
+  r = kvq("layout " + sm100() + " --locate v,0,0,0");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("  data   page offset 9216..9223  (V data + 0)\n"), std::string::npos)
+      << r.output;
+  EXPECT_NE(r.output.find("  scale  page offset 17408  (V scales + 0; "), std::string::npos)
+      << r.output;
+}
+
 TEST(CmdLayout, NhdBothSwizzled) {
   const KvqRun r = kvq("layout " + data("nhd_h2_d256.yaml") + " --locate v,5,1,13");
   ASSERT_EQ(r.status, 0) << r.output;
