@@ -122,6 +122,35 @@ TEST(PluginRegistry, FingerprintMismatchShowsBothBuilds) {
                         host.compiler + " / " + host.cxx_abi + " / kvq " + host.kvq_version);
 }
 
+// Each part of the fingerprint is checked on its own: a plugin that agrees on compiler and kvq
+// version but was built against another C++ library ABI (std::string's layout) is refused too.
+TEST(PluginRegistry, CxxAbiMismatchAloneIsAFingerprintMismatch) {
+  const fs::path file = fixture("cxx_abi", "libkvq_fixture_cxx_abi.so");
+  const Registry r = scanned({file});
+  const BuildFingerprint host = host_build_fingerprint();
+  EXPECT_EQ(only_failure(r, file).reason,
+            std::string("build fingerprint mismatch: plugin built with ") + host.compiler +
+                " / other-cxx-abi / kvq " + host.kvq_version + ", host with " + host.compiler +
+                " / " + host.cxx_abi + " / kvq " + host.kvq_version);
+}
+
+// A plugin must answer to a name: with "" it could never be selected and would sit unnamed in
+// `kvq backends` and in auto's choice.
+TEST(PluginRegistry, EmptyNameIsRejected) {
+  const fs::path file = fixture("empty_name", "libkvq_fixture_empty_name.so");
+  const Registry r = scanned({file});
+  EXPECT_EQ(only_failure(r, file).reason, "descriptor has no name");
+}
+
+// A null create_reader would be called by Backend::make_reader (a crash, not an error): it is
+// refused at load, by name.
+TEST(PluginRegistry, DescriptorWithoutReaderFactoryIsRejected) {
+  const fs::path file = fixture("no_reader", "libkvq_fixture_no_reader.so");
+  const Registry r = scanned({file});
+  EXPECT_EQ(only_failure(r, file).reason,
+            "plugin 'fixture_no_reader': descriptor lacks create_reader");
+}
+
 TEST(PluginRegistry, PlainSharedLibraryHasNoEntry) {
   const fs::path file = fixture("no_entry", "libkvq_no_entry.so");
   const Registry r = scanned({fixture_dir("no_entry")});
