@@ -8,6 +8,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <fstream>
 #include <vector>
 
 #include "test_support.h"
@@ -246,6 +247,45 @@ TEST(PluginRegistry, DuplicateNamesNameBothFilesAndSelectRefuses) {
   EXPECT_EQ(error_of([&] { (void)r.select("fixture_twin"); }, ErrorCode::invalid_argument),
             "backend 'fixture_twin' is ambiguous: it is provided by both " + a.string() + " and " +
                 b.string() + "; remove all but one from the plugin search path");
+}
+
+// A name once found twice stays ambiguous: a third file with it joins the conflict (it is not
+// loaded as if the name were free again) and select names all three files.
+TEST(PluginRegistry, ThirdFileWithADuplicatedNameIsAlsoRefused) {
+  const fs::path a = fixture("duplicate", "libkvq_twin_a.so");
+  const fs::path b = fixture("duplicate", "libkvq_twin_b.so");
+  const fs::path c = fixture("duplicate_third", "libkvq_twin_c.so");
+  const Registry r = scanned({fixture_dir("duplicate"), fixture_dir("duplicate_third")});
+  EXPECT_TRUE(r.plugins().empty()) << "first plugin: " << r.plugins().front().file;
+  ASSERT_EQ(r.failures().size(), 2u);
+  const std::string why = "plugin name 'fixture_twin' is also used by " + a.string() +
+                          "; neither is used (plugin names must be unique)";
+  EXPECT_EQ(r.failures()[0].file, b);
+  EXPECT_EQ(r.failures()[0].reason, why);
+  EXPECT_EQ(r.failures()[1].file, c);
+  EXPECT_EQ(r.failures()[1].reason, why);
+  EXPECT_EQ(error_of([&] { (void)r.select("fixture_twin"); }, ErrorCode::invalid_argument),
+            "backend 'fixture_twin' is ambiguous: it is provided by both " + a.string() + ", " +
+                b.string() + " and " + c.string() +
+                "; remove all but one from the plugin search path");
+}
+
+// Only libkvq_<name>.so with a non-empty <name> is a plugin file: a bare "libkvq_.so" in a plugin
+// folder is ignored like any other file, not loaded and reported.
+TEST(PluginRegistry, FileNamedJustLibkvqSoIsNotScanned) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvq-registry-bare-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  // Not a library: were it scanned, it would come back as a "not a shared library" failure.
+  std::ofstream(dir / "libkvq_.so") << "a file with the plugin prefix and suffix and no name\n";
+  // A real plugin next to it shows the folder was scanned.
+  fs::create_symlink(fixture("good", "libkvq_fixture_good.so"), dir / "libkvq_x.so");
+  const Registry r = scanned({dir});
+  fs::remove_all(dir);
+  EXPECT_TRUE(r.failures().empty())
+      << r.failures().front().file << ": " << r.failures().front().reason;
+  ASSERT_EQ(r.plugins().size(), 1u);
+  EXPECT_EQ(r.plugins()[0].name, "fixture_good");
 }
 
 TEST(PluginRegistry, SameFileThroughAnotherPathLoadsOnce) {
