@@ -328,6 +328,22 @@ TEST(PluginRegistry, AutoPicksHighestAvailableScoreAndSaysWhyOthersWereSkipped) 
                 fixture("good", "libkvq_fixture_good.so").string() + "\n");
 }
 
+// docs/plugins.md: search order decides who wins a tie in auto's score, the first found. Within
+// a folder files are loaded in name order, so libkvq_tie_a.so is first ...
+TEST(PluginRegistry, AutoTieGoesToTheFirstFoundInAFolder) {
+  const Registry r = scanned({fixture_dir("tie")});
+  ASSERT_EQ(r.plugins().size(), 2u);
+  EXPECT_EQ(r.select("auto").info().name, "fixture_tie_a");
+}
+
+// ... and across the search path the earlier entry is first, whatever the names.
+TEST(PluginRegistry, AutoTieGoesToTheFirstFoundInTheSearchPath) {
+  const Registry r =
+      scanned({fixture("tie", "libkvq_tie_b.so"), fixture("tie", "libkvq_tie_a.so")});
+  ASSERT_EQ(r.plugins().size(), 2u);
+  EXPECT_EQ(r.select("auto").info().name, "fixture_tie_b");
+}
+
 TEST(PluginRegistry, AutoWithNothingAvailableIsUnavailable) {
   const Registry r = scanned({fixture_dir("unavailable")});
   EXPECT_THAT(error_of([&] { (void)r.select("auto"); }, ErrorCode::unavailable),
