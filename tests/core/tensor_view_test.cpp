@@ -151,6 +151,17 @@ TEST(DLPack, KeepsGivenStridesDeviceAndOffset) {
   EXPECT_FALSE(v.is_contiguous());
 }
 
+// Pinned host memory (kDLCUDAHost, what torch's pin_memory() exports) is host memory: CPU
+// backends take it like any other host tensor, whatever device id the exporter put there.
+TEST(DLPack, CudaHostMemoryIsTheCpu) {
+  int64_t shape[1] = {4};
+  DLTensor t = dl(nullptr, {kDLFloat, 32, 1}, shape, 1);
+  t.device = {kDLCUDAHost, 0};
+  EXPECT_EQ(from_dlpack(t).device, Device::cpu());
+  t.device = {kDLCUDAHost, 1};
+  EXPECT_EQ(from_dlpack(t).device, Device::cpu());
+}
+
 void expect_refused(const DLTensor& t, const std::string& fragment) {
   try {
     from_dlpack(t);
