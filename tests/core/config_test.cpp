@@ -193,6 +193,9 @@ std::vector<Malformed> malformed_cases() {
        "demo.sequence: unknown key 'sequence' in 'demo'"},
       {"demo_bad_range", kCacheHead + kGeometry + "demo:\n  prompt_tokens: [30, 10]\n", 8, 18,
        "demo.prompt_tokens: expected min <= max, found [30, 10]"},
+      // min one more than max: refused exactly at the boundary, not only when far apart.
+      {"demo_bad_range_by_one", kCacheHead + kGeometry + "demo:\n  prompt_tokens: [6, 5]\n", 8, 18,
+       "demo.prompt_tokens: expected min <= max, found [6, 5]"},
       {"demo_range_not_pair", kCacheHead + kGeometry + "demo:\n  decode_tokens: 5\n", 8, 18,
        "demo.decode_tokens: expected [min, max], found '5'"},
       {"demo_longer_than_cache",
