@@ -114,6 +114,29 @@ TEST_F(FileIo, CancelledLeavesTheOldFileAndNoTemporary) {
   EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
 }
 
+// A FILE.tmp left longer by an earlier crash is truncated, not overwritten in place: its tail
+// must not end up in FILE.
+TEST_F(FileIo, StaleLongerTemporaryIsTruncated) {
+  std::ofstream(temporary_path_for(file_)) << "stale bytes from a run that died";
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("ab")));
+  EXPECT_EQ(slurp(file_), "ab");
+  EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+}
+
+// Cancelled once FILE.tmp exists (the first ask, before it is created, says no): `cancelled` is
+// asked between chunks too, the write stops there, FILE.tmp is removed and FILE is kept.
+TEST_F(FileIo, CancelledBetweenChunksLeavesTheOldFileAndNoTemporary) {
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("kept")));
+  // file_io.cpp hands write(2) 64 MiB at a time: this payload takes three chunks.
+  const std::string big((std::size_t{2} << 26) + 1, 'x');
+  int asked = 0;
+  EXPECT_FALSE(write_file_atomically(file_, std::string_view(big), [&] { return ++asked >= 2; }));
+  EXPECT_GE(asked, 2);
+  const std::string now = slurp(file_);  // not EXPECT_EQ: a failure would print 128 MiB
+  EXPECT_TRUE(now == "kept") << "FILE holds " << now.size() << " bytes";
+  EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+}
+
 TEST_F(FileIo, CheckWritableRefusesWhatAWriteWouldFailOn) {
   const auto refused = [](const fs::path& p) -> std::string {
     try {
