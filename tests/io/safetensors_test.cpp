@@ -4,6 +4,7 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <cstring>
 #include <filesystem>
@@ -395,6 +396,21 @@ TEST(SafetensorsWriteErrors, NamesAndDevices) {
                  "safetensors tensor '__metadata__': the name is reserved for the metadata");
   expect_refused({{"d", make_view(&x, DType::u8, {1}, Device::cuda(0))}},
                  "safetensors tensor 'd': is on cuda:0: expected host memory");
+}
+
+// A view of 4 elements with no memory behind it is refused with the tensor's name before
+// anything is read or written: not a crash, and no file left behind.
+TEST(SafetensorsWriteErrors, NullDataIsRefusedWhenSaving) {
+  const std::filesystem::path file =
+      std::filesystem::path(testing::TempDir()) / ("kvq_null_data_" + std::to_string(::getpid()));
+  try {
+    save_safetensors(file, {{"n", make_view(nullptr, DType::f32, {4})}});
+    ADD_FAILURE() << "saved a tensor with null data";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_EQ(std::string(e.what()), "safetensors tensor 'n': null data");
+  }
+  EXPECT_FALSE(std::filesystem::exists(file));
 }
 
 }  // namespace
