@@ -184,22 +184,8 @@ TEST_F(WriteReadCli, WriteThenReadReproducesTheRoundTripError) {
   EXPECT_EQ(cache.metadata(), expected_metadata);
 
   // The bytes are the reference writer's, called in-process on the same input.
-  {
-    BackendOptions o;
-    o.cache.num_blocks = kBlocks;
-    o.cache.num_kv_heads = kHeads;
-    o.cache.head_size = kHeadSize;
-    reference_cpu::ReferenceWriter writer(o);
-    std::vector<uint8_t> bytes(kBlocks * kPage, 0);
-    auto t = input_.tensors();
-    WriteArgs a;
-    a.key = t[0].view;
-    a.value = t[1].view;
-    a.slot_mapping = t[2].view;
-    a.cache = make_view(bytes.data(), DType::u8, {kBlocks, kPage});
-    ASSERT_TRUE(writer.write(a).is_ok());
-    EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), kv.bytes.begin()));
-  }
+  const std::vector<uint8_t> bytes = reference_bytes(1.0f, 1.0f);
+  EXPECT_TRUE(std::equal(bytes.begin(), bytes.end(), kv.bytes.begin()));
 
   const test::CliResult r = read();
   ASSERT_EQ(r.status, 0) << r.err;
