@@ -28,6 +28,16 @@ TEST(TensorView, MakeViewIsContiguousRowMajor) {
   EXPECT_THROW(make_view(buf, DType::f32, {1, 1, 1, 1, 1}), Error);
 }
 
+// kMaxDims (4) is a limit, not one past it: a 4-D view is built, with row-major strides.
+TEST(TensorView, MakeViewTakesExactlyMaxDims) {
+  float buf[2 * 3 * 4 * 5];
+  const TensorView v = make_view(buf, DType::f32, {2, 3, 4, 5});
+  EXPECT_EQ(v.ndim, TensorView::kMaxDims);
+  EXPECT_EQ(v.stride(0), 60);
+  EXPECT_EQ(v.stride(3), 1);
+  EXPECT_EQ(v.describe(), "[2, 3, 4, 5] f32 cpu");
+}
+
 TEST(TensorView, FusedQkvSliceIsNotContiguous) {
   // key = qkv[:, 8:16, :] of a [T, 24, 128] buffer: token stride 24*128, head stride 128.
   TensorView v = make_view(nullptr, DType::bf16, {4, 8, 128});
@@ -99,6 +109,15 @@ TEST(TensorView, ByteRangeAndSharedMemory) {
   EXPECT_FALSE(share_memory(a, empty));
 }
 
+// A view of no elements spans no bytes, whatever its data pointer and strides: a padded stride
+// would otherwise give an end below the begin (a "range" that wraps around memory).
+TEST(TensorView, EmptyStridedViewHasAnEmptyByteRange) {
+  alignas(16) float buf[64] = {};
+  TensorView v = make_view(buf + 8, DType::f32, {0, 8});
+  v.strides = {100, 1, 0, 0};
+  EXPECT_EQ(v.byte_range(), (std::pair<uintptr_t, uintptr_t>{0, 0}));
+}
+
 TEST(TensorView, ElementsOverlap) {
   float buf[1] = {};
   TensorView v = make_view(buf, DType::f32, {4, 2, 8});
@@ -160,6 +179,19 @@ TEST(DLPack, CudaHostMemoryIsTheCpu) {
   EXPECT_EQ(from_dlpack(t).device, Device::cpu());
   t.device = {kDLCUDAHost, 1};
   EXPECT_EQ(from_dlpack(t).device, Device::cpu());
+}
+
+// The boundaries of what is accepted: device id 0 (the first GPU, the usual one) and exactly
+// kMaxDims (4) dimensions.
+TEST(DLPack, AcceptsCudaDeviceZeroAndFourDimensions) {
+  int64_t shape[4] = {2, 3, 4, 5};
+  DLTensor t = dl(nullptr, {kDLFloat, 32, 1}, shape, 4);
+  t.device = {kDLCUDA, 0};
+  const TensorView v = from_dlpack(t);
+  EXPECT_EQ(v.device, Device::cuda(0));
+  EXPECT_EQ(v.ndim, 4);
+  EXPECT_EQ(v.stride(0), 60);
+  EXPECT_EQ(v.shape[3], 5);
 }
 
 void expect_refused(const DLTensor& t, const std::string& fragment) {
