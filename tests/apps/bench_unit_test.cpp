@@ -94,6 +94,20 @@ TEST(BenchPlan, BadListsNameTheItem) {
   EXPECT_THROW(parse_positive_list("", "--tokens"), Error);
 }
 
+// The maximum is inclusive: --threads 4096 (Config::kMaxThreads) is taken, 4097 refused with
+// the range in the message.
+TEST(BenchPlan, ListMaximumIsInclusive) {
+  EXPECT_EQ(parse_positive_list("1,4096", "--threads", 4096), (std::vector<int64_t>{1, 4096}));
+  try {
+    parse_positive_list("4097", "--threads", 4096);
+    ADD_FAILURE() << "4097 was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "--threads: expected a comma-separated list of integers in [1, 4096], found '4097' "
+              "in '4097'");
+  }
+}
+
 // ---- inputs ------------------------------------------------------------------------------------
 
 TEST(BenchData, SlotPlanPadsFivePercentAndShufflesPages) {
@@ -306,12 +320,14 @@ struct Fakes {
   FakeRuntime runtime;
   std::shared_ptr<FakeWriter> writer;
   std::shared_ptr<FakeReader> reader;
+  std::vector<int32_t> writer_threads;  // BackendOptions::threads of each writer made
   Target target() {
     Target t;
     t.runtime = &runtime;
     t.base.cache.k_scale = 0.5f;
     t.base.cache.v_scale = 0.25f;
     t.make_writer = [this](const BackendOptions& o) {
+      writer_threads.push_back(o.threads);
       writer = std::make_shared<FakeWriter>(o);
       return writer;
     };
@@ -419,6 +435,51 @@ TEST(BenchRunner, AutomaticIterationsFitTheBudgetAndSkipGraphsForLargeT) {
   fast.budget_ms = 1e9;
   CaseRunner runner2(f.target(), fast);
   EXPECT_EQ(runner2.run({1, 64, 16, 16, 0}).write->direct.iterations, 50) << "capped";
+}
+
+// graph_max_tokens is the largest T still timed as a graph ("T > N" is the note): the default
+// GPU sweep's T = 1024 cases must get their graph column.
+TEST(BenchRunner, GraphsAreTimedAtExactlyGraphMaxTokens) {
+  Fakes f;
+  Settings s = small_settings();
+  s.iterations = 1;
+  s.graph_max_tokens = 64;
+  CaseRunner runner(f.target(), s);
+  const CaseResult at = runner.run({1, 64, 16, 64, 0});
+  ASSERT_TRUE(at.error.empty()) << at.error;
+  EXPECT_TRUE(at.write->graph);
+  EXPECT_TRUE(at.read->graph);
+  EXPECT_EQ(at.write->graph_note, "");
+  const CaseResult above = runner.run({1, 64, 16, 65, 0});
+  EXPECT_FALSE(above.write->graph);
+  EXPECT_EQ(above.write->graph_note, "T > 64");
+}
+
+// A case's thread count reaches the backend as given, 1 included: the CPU sweep's threads=1 row
+// must run single-threaded, not with the backend's default. 0 keeps the target's own setting.
+TEST(BenchRunner, CaseThreadsReachTheBackend) {
+  Fakes f;
+  Settings s = small_settings();
+  s.iterations = 1;
+  Target t = f.target();
+  t.base.threads = 3;
+  CaseRunner runner(t, s);
+  for (int32_t n : {1, 2, 0}) ASSERT_TRUE(runner.run({1, 64, 16, 16, n}).error.empty());
+  EXPECT_EQ(f.writer_threads, (std::vector<int32_t>{1, 2, 3}));
+}
+
+// Keys and values are drawn from their own seeds: a write of V equal to K would time a codec
+// fed the same rows twice, not the K/V pair the issue describes.
+TEST(BenchRunner, KeysAndValuesDiffer) {
+  Fakes f;
+  Settings s = small_settings();
+  s.iterations = 1;
+  CaseRunner runner(f.target(), s);
+  ASSERT_TRUE(runner.run({1, 64, 16, 16, 0}).error.empty());
+  ASSERT_EQ(f.writer->contents.size(), 1u);
+  const std::string& set = *f.writer->contents.begin();  // K, then V, then the slots
+  const std::size_t row_bytes = 16 * 64 * 2;
+  EXPECT_NE(set.substr(0, row_bytes), set.substr(row_bytes, row_bytes));
 }
 
 TEST(BenchRunner, AFailingCaseIsReportedNotThrown) {
