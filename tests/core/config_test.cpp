@@ -77,6 +77,48 @@ TEST(Config, DefaultsForOptionalKeys) {
   EXPECT_FALSE(c.demo.has_value());
 }
 
+// The bounds of the demo keys are inclusive at the low end: seed 0 is a seed like any other
+// (the CLI's --seed takes it too), and decode_tokens may be [0, 0] (prefill only).
+TEST(Config, DemoTakesSeedZeroAndNoDecode) {
+  Config c = parse_config(
+      "cache: {format: nvfp4, num_blocks: 4, block_size: 16, num_kv_heads: 1, head_size: 64}\n"
+      "demo: {seed: 0, prompt_tokens: [1, 16], decode_tokens: [0, 0], max_batch: 1}\n");
+  ASSERT_TRUE(c.demo.has_value());
+  EXPECT_EQ(c.demo->seed, 0u);
+  EXPECT_EQ(c.demo->decode_tokens, (std::array<int64_t, 2>{0, 0}));
+  EXPECT_EQ(c.demo->max_batch, 1);
+}
+
+// The documented ranges of the demo keys, at their edges: a batch of 0 would schedule nothing,
+// GQA groups above 1024 and token ranges above 2^24 are refused before any buffer is sized.
+TEST(Config, DemoKeysRefuseJustOutsideTheirRanges) {
+  const std::string cache =
+      "cache: {format: nvfp4, num_blocks: 4, block_size: 16, num_kv_heads: 1, head_size: 64}\n";
+  const struct {
+    const char* demo;
+    const char* message;
+  } cases[] = {
+      {"{max_batch: 0}", "demo.max_batch: expected an integer in [1, 65536], found 0"},
+      {"{query_heads_per_kv_head: 1025}",
+       "demo.query_heads_per_kv_head: expected an integer in [1, 1024], found 1025"},
+      {"{prompt_tokens: [1, 16777217]}",
+       "demo.prompt_tokens[1]: expected an integer in [1, 16777216], found 16777217"},
+  };
+  for (const auto& c : cases) {
+    try {
+      parse_config(cache + "demo: " + c.demo + "\n");
+      ADD_FAILURE() << c.demo << " was accepted";
+    } catch (const ConfigError& e) {
+      EXPECT_NE(std::string(e.what()).find(c.message), std::string::npos) << e.what();
+    }
+  }
+  const Config ok = parse_config(cache +
+                                 "demo: {prompt_tokens: [1, 16], decode_tokens: [0, 16], "
+                                 "query_heads_per_kv_head: 1024, max_batch: 65536}\n");
+  EXPECT_EQ(ok.demo->query_heads_per_kv_head, 1024);
+  EXPECT_EQ(ok.demo->max_batch, 65536);
+}
+
 TEST(Config, LoadsFileAndNamesIt) {
   const auto path = std::filesystem::temp_directory_path() / "kvq_config_test_bad.yaml";
   std::ofstream(path) << "cache:\n  format: nvfp4\n  num_blocks: -3\n";
