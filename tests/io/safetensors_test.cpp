@@ -32,6 +32,19 @@ TEST(SafetensorsWrite, ExactBytesOfOneSmallTensor) {
   EXPECT_EQ(bytes, expect);
 }
 
+// A header already a multiple of 8 bytes gets no padding (not 8 spaces more): the bytes stay
+// the same as other writers' for the same tensors.
+TEST(SafetensorsWrite, HeaderOfAMultipleOfEightIsNotPadded) {
+  uint8_t data[3] = {7, 8, 9};
+  const auto bytes = serialize_safetensors({{"abcd", make_view(data, DType::u8, {3})}});
+  const std::string header = R"({"abcd":{"data_offsets":[0,3],"dtype":"U8","shape":[3]}})";
+  ASSERT_EQ(header.size(), 56u);
+  std::vector<uint8_t> expect = {56, 0, 0, 0, 0, 0, 0, 0};
+  expect.insert(expect.end(), header.begin(), header.end());
+  expect.insert(expect.end(), {7, 8, 9});
+  EXPECT_EQ(bytes, expect);
+}
+
 TEST(SafetensorsWrite, MetadataIsWrittenUnderItsKey) {
   uint8_t data[1] = {1};
   const auto bytes =
