@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "cache_content.h"
+#include "common/backend_select.h"
 #include "kv_generator.h"
 #include "kvq/core/page_layout.h"
 #include "kvq/core/registry.h"
@@ -184,6 +185,18 @@ TEST(ShardedCache, ShardBytesAreTheSingleWritersBytes) {
   }
 }
 
+// The device name is each distinct device once: two shards on the one CPU report it as one
+// writer over all heads does (it is the JSON's "device"), not "CPU, CPU".
+TEST(ShardedCache, DeviceNameListsEachDeviceOnce) {
+  Registry registry;
+  registry.scan({Registry::installed_plugin_dir()});
+  const Backend backend = registry.select("reference_cpu");
+  const ShardedCache one(backend, options(), 1, 1, 1);
+  const ShardedCache two(backend, options(), 2, 1, 1);
+  EXPECT_FALSE(one.device_name().empty());
+  EXPECT_EQ(two.device_name(), one.device_name());
+}
+
 TEST(ShardedCache, RefusesUnevenShards) {
   Registry registry;
   registry.scan({Registry::installed_plugin_dir()});
@@ -208,6 +221,20 @@ TEST(ShardedCache, ADeviceTheBackendRefusesNamesTheShard) {
     EXPECT_EQ(m.rfind("shard 1 of 2 (KV heads 2..3, cuda:1): backend 'reference_cpu'", 0), 0u) << m;
     EXPECT_NE(m.find("device cuda:1 is not supported"), std::string::npos) << m;
   }
+}
+
+// open_backend (apps/common, shared by kvq and kvq-demo) hands the backend what the config says:
+// its threads and device, not the backend's defaults.
+TEST(OpenBackend, CarriesTheConfigsThreadsDeviceAndCache) {
+  const Config cfg = parse_config(
+      "backend: reference_cpu\ndevice: cpu\nthreads: 3\n"
+      "cache: {format: nvfp4, num_blocks: 6, block_size: 8, num_kv_heads: 4, head_size: 64}\n");
+  const app::OpenedBackend opened = app::open_backend(cfg);
+  EXPECT_EQ(opened.backend.info().name, "reference_cpu");
+  EXPECT_EQ(opened.options.threads, 3);
+  EXPECT_EQ(opened.options.device, Device::cpu());
+  EXPECT_EQ(opened.options.cache.num_blocks, 6);
+  EXPECT_EQ(opened.options.cache.head_size, 64);
 }
 
 }  // namespace
