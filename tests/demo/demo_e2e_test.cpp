@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <nlohmann/json.hpp>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -126,6 +127,31 @@ TEST_F(DemoTest, ReportShowsWhatTheIssueAsks) {
   // stderr is not a terminal here: plain progress lines, no carriage returns.
   EXPECT_NE(r.err.find("kvq-demo: 100% ("), std::string::npos) << r.err;
   EXPECT_EQ(r.err.find('\r'), std::string::npos);
+}
+
+// The report's counts mean what they say. The writes line counts padding as the empty rows of
+// decode batches only: demo_tiny (batch 3) has both full and partial decode batches, so padding
+// is some but fewer than 3 per decode write. GB/s are tokens/s times one token's bf16 K and V.
+TEST_F(DemoTest, ReportCountsPaddingPagesAndBytesPerToken) {
+  const Outcome r =
+      run({"--config", data("demo_tiny.yaml").string(), "--json", (dir_ / "pad.json").string()});
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::regex line(
+      R"((\d+) tokens: (\d+) prefill writes \+ (\d+) decode writes \((\d+) padding slots\))");
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(r.out, m, line)) << r.out;
+  const int64_t decode_writes = std::stoll(m[3]), padding = std::stoll(m[4]);
+  EXPECT_GT(decode_writes, 0);
+  EXPECT_GT(padding, 0) << "the last decode batches are partial";
+  EXPECT_LT(padding, 3 * decode_writes) << "not every decode slot is padding";
+  // Pages in use at the end are those the sequences still hold, fewer than at the peak (sequences
+  // finish and free theirs on the way).
+  const std::regex pages(R"((\d+) of 48 in use at the peak .* (\d+) in use at the end)");
+  ASSERT_TRUE(std::regex_search(r.out, m, pages)) << r.out;
+  EXPECT_LT(std::stoll(m[2]), std::stoll(m[1]));
+  const json j = json::parse(slurp(dir_ / "pad.json"));
+  EXPECT_NEAR(j["write_gb_per_s"].get<double>() * 1e9 / j["write_tokens_per_s"].get<double>(),
+              2.0 * kHeads * kHeadSize * 2, 1e-6);
 }
 
 TEST_F(DemoTest, SameSeedSameNumbers) {
