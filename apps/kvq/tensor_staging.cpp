@@ -2,6 +2,8 @@
 
 #include <fmt/format.h>
 
+#include <string>
+
 #include "kvq/core/logging.h"
 
 namespace kvq::app {
@@ -11,8 +13,9 @@ std::size_t byte_size(const TensorView& v) {
   return static_cast<std::size_t>(v.numel() * dtype_size(v.dtype));
 }
 
-void check(const Status& s, const char* doing, const char* what) {
-  if (!s) throw Error(s.code(), fmt::format("{} {}: {}", doing, what, s.message()));
+// `doing` names the step and the tensor: "copying key to the device".
+void check(const Status& s, const std::string& doing) {
+  if (!s) throw Error(s.code(), fmt::format("{}: {}", doing, s.message()));
 }
 
 }  // namespace
@@ -39,26 +42,28 @@ TensorView TensorStaging::upload(const TensorView& host, const char* what) {
   out.device = d;
   const std::size_t bytes = byte_size(host);
   void* p = nullptr;
-  check(runtime_->allocate(bytes == 0 ? 1 : bytes, &p), "allocating device memory for", what);
+  check(runtime_->allocate(bytes == 0 ? 1 : bytes, &p),
+        fmt::format("allocating device memory for {}", what));
   owned_.push_back(p);
   out.data = p;
   if (bytes > 0) {
-    check(runtime_->copy(p, host.data, bytes, CopyKind::host_to_device), "copying to the device",
-          what);
+    check(runtime_->copy(p, host.data, bytes, CopyKind::host_to_device),
+          fmt::format("copying {} to the device", what));
   }
   return out;
 }
 
 void TensorStaging::download(const TensorView& device_view, const TensorView& host,
                              const char* what) {
-  check(runtime_->synchronize(), "waiting for the device before copying back", what);
+  check(runtime_->synchronize(),
+        fmt::format("waiting for the device before copying {} back", what));
   if (device_view.data == host.data) return;  // the CPU: written in place
   const std::size_t bytes = byte_size(host);
   if (bytes > 0) {
     check(runtime_->copy(host.data, device_view.data, bytes, CopyKind::device_to_host),
-          "copying back from the device", what);
+          fmt::format("copying {} back from the device", what));
   }
-  check(runtime_->synchronize(), "waiting for the copy of", what);
+  check(runtime_->synchronize(), fmt::format("waiting for the copy of {}", what));
 }
 
 }  // namespace kvq::app

@@ -14,6 +14,7 @@
 #include "bench_report.h"
 #include "bench_runner.h"
 #include "bench_stats.h"
+#include "fake_runtime.h"
 #include "kvq/layouts/layout_factory.h"
 
 namespace kvq::app::bench {
@@ -203,53 +204,7 @@ TEST(BenchStats, LeastBytesOfTheIssue) {
 
 // ---- runner with fakes -------------------------------------------------------------------------
 
-// Host memory; each timed direct launch "takes" 2 ms and each graph replay 1 ms; records every
-// TimingOptions it was given. Graph mode calls the launch once per iteration, as captures do.
-class FakeRuntime final : public DeviceRuntime {
- public:
-  Device device() const noexcept override { return Device::cpu(); }
-  std::string device_name() const noexcept override { return "fake"; }
-  void* stream() const noexcept override { return nullptr; }
-  Status allocate(std::size_t bytes, void** out) noexcept override {
-    *out = ::operator new(bytes == 0 ? 1 : bytes);
-    live += 1;
-    return Status::ok();
-  }
-  Status release(void* p) noexcept override {
-    ::operator delete(p);
-    live -= 1;
-    return Status::ok();
-  }
-  Status copy(void* d, const void* s, std::size_t n, CopyKind) noexcept override {
-    std::memcpy(d, s, n);
-    return Status::ok();
-  }
-  Status fill(void* d, uint8_t b, std::size_t n) noexcept override {
-    std::memset(d, b, n);
-    fills += 1;
-    return Status::ok();
-  }
-  Status synchronize() noexcept override { return Status::ok(); }
-  Status time(LaunchFn launch, void* context, const TimingOptions& o,
-              std::vector<double>* ms) noexcept override {
-    options.push_back(o);
-    ms->clear();
-    for (int i = 0; i < o.warmup + o.iterations; ++i) {
-      if (Status s = launch(context, nullptr); !s) return s;
-      if (i >= o.warmup) ms->push_back(o.graph ? 1.0 : 2.0);
-    }
-    return Status::ok();
-  }
-  Status copy_bandwidth(std::size_t bytes, double* bps) noexcept override {
-    *bps = 1e12;
-    copied.push_back(bytes);
-    return Status::ok();
-  }
-  std::vector<std::size_t> copied;  // sizes asked of copy_bandwidth
-  int live = 0;
-  int fills = 0;
-  std::vector<TimingOptions> options;
-};
+using kvq::testing::FakeRuntime;
 
 // Checks what the bench hands a writer; remembers the sets it was given.
 class FakeWriter final : public KVCacheWriter {

@@ -5,3 +5,10 @@ kvq_add_test(kvq_write_read_cli_tests LABEL plugin
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/write_read_cli_test.cpp
   LINK kvq_reference_cpu_impl)
 add_dependencies(kvq_write_read_cli_tests kvq kvq_backend_reference_cpu)
+
+# unit: the staging of `kvq write`/`kvq read` between host and device, on a fake runtime.
+kvq_add_test(kvq_staging_unit_tests LABEL unit
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/tensor_staging_test.cpp
+          ${PROJECT_SOURCE_DIR}/apps/kvq/tensor_staging.cpp
+  LINK kvq::core fmt::fmt)
+target_include_directories(kvq_staging_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/apps/kvq)
