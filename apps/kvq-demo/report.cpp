@@ -106,7 +106,10 @@ nlohmann::ordered_json to_json(const DemoResult& r) {
   j["write_gb_per_s"] = r.write_gb_per_s;
   j["wall_s"] = r.wall_s;
   j["blocks_leaked"] = r.blocks_leaked;
-  if (r.verify) j["verify_differing_bytes"] = r.verify->differing_bytes;
+  if (r.verify) {
+    j["verify_differing_bytes"] = r.verify->differing_bytes;
+    j["verify_first_difference"] = r.verify->first_difference;  // whole-cache byte, -1: none
+  }
   j["cache_fnv1a64"] = hex64(r.cache_hash);
   nlohmann::ordered_json shards = nlohmann::ordered_json::array();
   for (const ShardResult& sh : r.shards) {

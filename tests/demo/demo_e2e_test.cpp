@@ -172,6 +172,43 @@ TEST_F(DemoTest, VerifyAgainstReferenceCpu) {
   EXPECT_EQ(j["verify_differing_bytes"], 0);
 }
 
+// A backend whose bytes differ: exit 1 with the count and the first differing byte, counted over
+// the shards laid end to end. fixture_skewed changes the first key group of every write of one
+// writer, so the first difference lies in that writer's shard.
+TEST_F(DemoTest, VerifyMismatchExits1AndNamesTheFirstDifferingByte) {
+  const fs::path fixtures = fs::path(KVQ_FIXTURE_DIR) / "skewed";
+  if (!fs::exists(fixtures / "libkvq_fixture_skewed.so")) {
+    GTEST_SKIP() << "the skewed fixture plugin is not built (" << fixtures << ")";
+  }
+  constexpr int64_t kShardCacheBytes = 221184;  // demo_tiny.yaml, 2 KV heads a shard
+  for (const char* writer : {"0", "1"}) {
+    ASSERT_EQ(setenv("KVQ_FIXTURE_SKEW_WRITER", writer, 1), 0);
+    const fs::path json_path = dir_ / (std::string("skewed") + writer + ".json");
+    const Outcome r =
+        run({"--config", data("demo_tiny.yaml").string(), "--backend", "fixture_skewed",
+             "--tensor-parallel", "2", "--verify", "--json", json_path.string()},
+            fixtures.string());
+    unsetenv("KVQ_FIXTURE_SKEW_WRITER");
+    EXPECT_EQ(r.status, 1) << r.err;
+    const json j = json::parse(slurp(json_path));
+    const int64_t differing = j["verify_differing_bytes"], first = j["verify_first_difference"];
+    EXPECT_GT(differing, 0);
+    if (writer[0] == '0') {
+      EXPECT_GE(first, 0);
+      EXPECT_LT(first, kShardCacheBytes) << "the skewed writer is shard 0's";
+    } else {
+      EXPECT_GE(first, kShardCacheBytes) << "the skewed writer is shard 1's";
+      EXPECT_LT(first, 2 * kShardCacheBytes);
+    }
+    const std::string expected = "kvq-demo: --verify: " + std::to_string(differing) + " of " +
+                                 std::to_string(2 * kShardCacheBytes) +
+                                 " cache bytes differ between fixture_skewed and reference_cpu "
+                                 "(first at byte " +
+                                 std::to_string(first) + ")\n";
+    EXPECT_TRUE(r.err.ends_with(expected)) << r.err;  // after the progress lines
+  }
+}
+
 TEST_F(DemoTest, BrokenDemoSectionExits2WithOneLine) {
   const Outcome r = run({"--config", data("broken_demo.yaml").string()});
   EXPECT_EQ(r.status, 2);
