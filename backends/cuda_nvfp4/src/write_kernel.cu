@@ -365,8 +365,9 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // Two groups a thread pay off once a write fills the GPU with them at least twice over:
   // measured on the H200, G = 1 is faster up to 2^18 items (8 heads x 128 at T = 4096), G = 2
   // from 2^20 (T = 16384) on, and loses at 2^19 too (4x128 at T = 16384; re-measured with v23's
-  // kernels: -3.6 to -6.3 points in graph replay, perf-notes); the resident threads of the
-  // two-group kernel are 132 x 4 x 256 there, so the bar sits at 540,672 items.
+  // kernels: -3.6 to -6.3 points in graph replay; with v27's on an H100, v28: -2.0 to -3.7,
+  // perf-notes); the resident threads of the two-group kernel are 132 x 4 x 256 there, so the
+  // bar sits at 540,672 items.
   const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
   uint64_t pair_threads = 0;
   if (cudaError_t err = resident_threads(use_hw_e2m1, {2, 2, false, false}, sms, &pair_threads);
