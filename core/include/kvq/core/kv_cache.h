@@ -46,6 +46,8 @@ class BOOST_SYMBOL_VISIBLE KVCacheWriter {
   // Slots >= num_blocks * block_size that writes skipped since the last call (GPU backends count
   // them on the device, because checking on the host would need a sync). Synchronizes with the
   // writes issued so far; resets the count. CPU backends reject such slots up front: always 0.
+  // A GPU backend may wait on each stream a write used since the last call: take before
+  // destroying such a stream (a destroyed CUDA stream's handle may not be passed to CUDA again).
   virtual Status take_out_of_range_slots(int64_t* count) noexcept = 0;
 };
 
