@@ -15,11 +15,15 @@ __device__ __forceinline__ const void* slot_address(const void* slots, int32_t s
   return static_cast<const char*>(slots) + static_cast<uint64_t>(token) * (slots_are_i64 ? 8 : 4);
 }
 
-__device__ __forceinline__ int64_t load_slot(const void* slots, int32_t slots_are_i64,
-                                             uint32_t token) {
-  const void* p = slot_address(slots, slots_are_i64, token);
+// The slot at `p` (from slot_address).
+__device__ __forceinline__ int64_t load_slot_at(const void* p, int32_t slots_are_i64) {
   if (slots_are_i64) return __ldg(static_cast<const long long*>(p));
   return __ldg(static_cast<const int*>(p));
+}
+
+__device__ __forceinline__ int64_t load_slot(const void* slots, int32_t slots_are_i64,
+                                             uint32_t token) {
+  return load_slot_at(slot_address(slots, slots_are_i64, token), slots_are_i64);
 }
 
 // For 0 <= slot < num_slots.

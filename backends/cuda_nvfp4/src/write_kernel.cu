@@ -60,14 +60,13 @@ __device__ __forceinline__ void store_data(uint8_t* p, uint32_t w0, uint32_t w1,
   }
 }
 
-// One unit's inputs: the slot and G 16-byte-vector groups of each of its kSides sides, loaded
-// before any is used.
-template <InputType In, int G, int kSides>
-struct Unit {
-  ItemIndex ix;  // ix.group: the first of the G groups (a multiple of G)
-  int side0;     // the unit's first side: 0 when kSides == 2, else the thread's side
-  int64_t slot;
-  RawGroup<In> raw[kSides][G];  // [side - side0][group]
+// Where a unit's inputs and slot are, from the descriptor alone (no memory read): most kernels
+// make it before the programmatic-launch wait and hold it in registers across (see the kernel).
+template <int kSides>
+struct UnitPlan {
+  ItemIndex ix;             // ix.group: the first of the G groups (a multiple of G)
+  const char* src[kSides];  // [side - side0]: the first input element of the unit's groups
+  const void* slot;         // its token's entry in the slot mapping
 };
 
 // The first input element of the unit's groups on `side`.
@@ -79,6 +78,48 @@ __device__ __forceinline__ const char* unit_input(const WriteKernelDesc& d, cons
                           static_cast<int64_t>(ix.group) * 16;
   return static_cast<const char*>(d.src[side]) + element * InputTraits<In>::kElementBytes;
 }
+
+// side0: the unit's first side, 0 when kSides == 2, else the thread's side.
+template <InputType In, int G, int kSides>
+__device__ __forceinline__ UnitPlan<kSides> plan_unit(const WriteKernelDesc& d, uint32_t item,
+                                                      int side0) {
+  UnitPlan<kSides> p;
+  p.ix = G == 2 ? split_write_item(d, item) : split_item(d.page, item);  // runs: G = 2 only
+#pragma unroll
+  for (int s = 0; s < kSides; ++s) p.src[s] = unit_input<In>(d, p.ix, side0 + s);
+  p.slot = slot_address(d.slots, d.slots_are_i64, p.ix.token);
+  return p;
+}
+
+// Keeps v in a register across the programmatic-launch wait: an empty asm that "changes" v,
+// ordered before the wait by its memory clobber, so the compiler can neither sink the arithmetic
+// that made v below the wait nor recompute it there (it did both without this).
+template <class T>
+__device__ __forceinline__ void hold(T& v) {
+  if constexpr (sizeof(T) == 8) {
+    asm volatile("" : "+l"(v)::"memory");
+  } else {
+    asm volatile("" : "+r"(v)::"memory");
+  }
+}
+
+template <int kSides>
+__device__ __forceinline__ void hold(UnitPlan<kSides>& p) {
+  hold(p.ix.token);
+  hold(p.ix.head);
+  hold(p.ix.group);
+#pragma unroll
+  for (int s = 0; s < kSides; ++s) hold(p.src[s]);
+  hold(p.slot);
+}
+
+// One unit's inputs: the slot and G 16-byte-vector groups of each of its kSides sides, loaded
+// before any is used.
+template <InputType In, int G, int kSides>
+struct Unit {
+  int64_t slot;
+  RawGroup<In> raw[kSides][G];  // [side - side0][group]
+};
 
 // Whether a unit's slot writes nothing: padding (negative), or past the cache (never written;
 // counted once per token, by its first unit, for take_out_of_range_slots).
@@ -100,20 +141,17 @@ __device__ __forceinline__ bool writes_nothing(const WriteKernelDesc& d, const I
 // points of copy in graph replay, +1.2 to +3.6 direct. One group a thread keeps its loads beside
 // the slot load: there the added latency cost up to 3.4 points (fewer waves to hide it in).
 template <InputType In, int G, int kSides, bool kStream>
-__device__ __forceinline__ bool load_unit(const WriteKernelDesc& d, uint32_t item, int side0,
-                                          Unit<In, G, kSides>* u) {
-  u->ix = G == 2 ? split_write_item(d, item) : split_item(d.page, item);  // runs: G = 2 only
-  u->side0 = side0;
-  u->slot = load_slot(d.slots, d.slots_are_i64, u->ix.token);
+__device__ __forceinline__ bool load_unit(const WriteKernelDesc& d, const UnitPlan<kSides>& p,
+                                          int side0, Unit<In, G, kSides>* u) {
+  u->slot = load_slot_at(p.slot, d.slots_are_i64);
   if constexpr (G == 2) {
-    if (writes_nothing(d, u->ix, side0, u->slot)) return false;
+    if (writes_nothing(d, p.ix, side0, u->slot)) return false;
   }
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
-    const char* p = unit_input<In>(d, u->ix, side0 + s);
 #pragma unroll
     for (int k = 0; k < G; ++k) {
-      u->raw[s][k] = load_group<In, kStream>(p + k * 16 * InputTraits<In>::kElementBytes);
+      u->raw[s][k] = load_group<In, kStream>(p.src[s] + k * 16 * InputTraits<In>::kElementBytes);
     }
   }
   return true;
@@ -122,7 +160,8 @@ __device__ __forceinline__ bool load_unit(const WriteKernelDesc& d, uint32_t ite
 // Quantizes one unit and stores its bytes (one group a thread: nothing for padding, out-of-range
 // slots counted; two groups: load_unit has done that).
 template <InputType In, bool kUseHwE2m1, int G, int kSides>
-__device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<In, G, kSides>& u,
+__device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const UnitPlan<kSides>& p,
+                                           int side0, const Unit<In, G, kSides>& u,
                                            const float (&global)[kSides],
                                            const float (&inv_global)[kSides], bool fast_rcp) {
   // One group a thread: every side quantized before the slot is looked at, so the slot load's
@@ -136,7 +175,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
     }
   }
   if constexpr (G == 1) {
-    if (writes_nothing(d, u.ix, u.side0, u.slot)) return;
+    if (writes_nothing(d, p.ix, side0, u.slot)) return;
   }
   uint64_t page_index;
   uint32_t t;
@@ -145,8 +184,8 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
 
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
-    const SideAddressing& a = d.page.side[u.side0 + s];
-    uint8_t* data = page + a.data_offset(t, u.ix.head, u.ix.group);
+    const SideAddressing& a = d.page.side[side0 + s];
+    uint8_t* data = page + a.data_offset(t, p.ix.head, p.ix.group);
     if (G == 2 && d.page.data_access_bytes >= 16) {
       __stcs(reinterpret_cast<uint4*>(data), make_uint4(q[s][0].data[0], q[s][0].data[1],
                                                         q[s][G - 1].data[0], q[s][G - 1].data[1]));
@@ -157,8 +196,8 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const Unit<
       }
     }
     uint32_t gq, gr;
-    a.group_div.divmod(u.ix.group, gq, gr);
-    const uint32_t off = a.scale_offset(t, u.ix.head, gq * a.scale_gq + gr * a.scale_gr);
+    a.group_div.divmod(p.ix.group, gq, gr);
+    const uint32_t off = a.scale_offset(t, p.ix.head, gq * a.scale_gq + gr * a.scale_gr);
     if constexpr (G == 1) {
       page[off] = static_cast<uint8_t>(q[s][0].scale);
     } else {
@@ -203,29 +242,39 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   // the H200 (docs/perf-notes.md, v13, v15), graph replays +7 to +20% from 1,024 to 16,384
   // items; at two blocks per SM it loses whether a third grid fits or not (-1 to -8% at 32,768
   // items; -17 to -25% at 65,536), so only below WriteSizeBars::early_max_items.
-  if constexpr (kStream) {
-    // Small writes: start the input reads from DRAM under the previous kernel's tail (in a chain
-    // of writes, the write before). Only into L2, where every SM's writes land, so a line
-    // fetched before the wait is never a stale copy of data that kernel writes; the loads after
-    // the wait are the ones whose values count. Where that kernel made the inputs they are in L2
-    // already and this costs two instructions. Measured: perf-notes, v12.
-    const ItemIndex ix = split_item(d.page, item);  // streaming kernels are one-group
+  //
+  // The unit's plan (item split, input and slot addresses) reads nothing, so it can be made
+  // before the wait, while the previous kernel drains: after the wait a thread then issues its
+  // loads at once. Measured on an H100 (docs/perf-notes.md, v30), graph replays: two-group writes
+  // +0.7 to +0.9 points, one-wave (streaming) writes up to -1.8% in time (32x128 T = 256: 3.27 ->
+  // 3.21 us). The one-group writes of several waves plan after the wait: there ptxas hoists the
+  // wait above the plan anyway (no prefetch pins it), and the reordered code lost 0.6 points at
+  // 524,288 items while it won 0.5 at 262,144.
+  constexpr bool kPlanEarly = kStream || G == 2;
+  UnitPlan<kSides> plan;
+  if constexpr (kPlanEarly) {
+    plan = plan_unit<In, G, kSides>(d, item, side0);
+    if constexpr (kStream) {
+      // Small writes: start the input reads from DRAM under the previous kernel's tail (in a
+      // chain of writes, the write before). Only into L2, where every SM's writes land, so a line
+      // fetched before the wait is never a stale copy of data that kernel writes; the loads after
+      // the wait are the ones whose values count. Where that kernel made the inputs they are in
+      // L2 already and this costs two instructions. Measured: perf-notes, v12.
 #pragma unroll
-    for (int s = 0; s < kSides; ++s) {
-      const char* p = unit_input<In>(d, ix, side0 + s);
-      asm volatile("prefetch.global.L2 [%0];" ::"l"(p));
+      for (int s = 0; s < kSides; ++s) asm volatile("prefetch.global.L2 [%0];" ::"l"(plan.src[s]));
+      asm volatile("prefetch.global.L2 [%0];" ::"l"(plan.slot));
     }
-    asm volatile(
-        "prefetch.global.L2 [%0];" ::"l"(slot_address(d.slots, d.slots_are_i64, ix.token)));
+    hold(plan);
   }
   if constexpr (kEarly) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");
   if constexpr (!kEarly) asm volatile("griddepcontrol.launch_dependents;");
+  if constexpr (!kPlanEarly) plan = plan_unit<In, G, kSides>(d, item, side0);
 
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
   Unit<In, G, kSides> u;
-  if (!load_unit<In, G, kSides, kStream>(d, item, side0, &u)) return;
+  if (!load_unit<In, G, kSides, kStream>(d, plan, side0, &u)) return;
   float global[kSides], inv_global[kSides];
   bool fast_rcp = true;
 #pragma unroll
@@ -241,7 +290,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
       inv_global[s] = d.inv_global_scale[side];
     }
   }
-  write_unit<In, kUseHwE2m1, G, kSides>(d, u, global, inv_global, fast_rcp);
+  write_unit<In, kUseHwE2m1, G, kSides>(d, plan, side0, u, global, inv_global, fast_rcp);
 }
 
 // How a kernel maps items to threads and when it triggers the next launch: the descriptor's
