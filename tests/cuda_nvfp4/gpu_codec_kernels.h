@@ -47,6 +47,18 @@ int quantize_groups(const float* x, int groups, float global, float inv_global, 
 int launch_stand_in_kernel(void* stream, const void* src, void* dst, uint64_t read_bytes,
                            bool prefetch, unsigned block_threads);
 
+// For the ordering test: one copy of `bytes` (a multiple of 4; both pointers 16-byte aligned).
+struct CopyJob {
+  const void* src;
+  void* dst;
+  uint64_t bytes;
+};
+
+// Launches on `stream` a kernel that triggers the programmatic launch of the next kernel first
+// (griddepcontrol.launch_dependents), waits about delay_ns, then runs the jobs (device_jobs: an
+// array in device memory); returns the launch error.
+int launch_late_copy(void* stream, const CopyJob* device_jobs, int num_jobs, uint64_t delay_ns);
+
 // For the host cost report: launches an empty kernel taking a `param_bytes` (0 or 280, the
 // write descriptor's size) parameter on `stream` (a cudaStream_t); returns the launch error.
 int launch_empty_kernel(void* stream, int param_bytes);
