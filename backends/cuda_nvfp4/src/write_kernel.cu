@@ -246,7 +246,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   // The unit's plan (item split, input and slot addresses) reads nothing, so it can be made
   // before the wait, while the previous kernel drains: after the wait a thread then issues its
   // loads at once. Measured on an H100 (docs/perf-notes.md, v30), graph replays: two-group writes
-  // +0.7 to +0.9 points, one-wave (streaming) writes up to -1.8% in time (32x128 T = 256: 3.27 ->
+  // +0.7 to +1.0 points, one-wave (streaming) writes up to -1.8% in time (32x128 T = 256: 3.27 ->
   // 3.21 us). The one-group writes of several waves plan after the wait: there ptxas hoists the
   // wait above the plan anyway (no prefetch pins it), and the reordered code lost 0.6 points at
   // 524,288 items while it won 0.5 at 262,144.
