@@ -239,7 +239,8 @@ __global__ void stand_in_kernel(const uint4* __restrict__ src, uint4* __restrict
 }
 
 // A producer as an engine's kernel before a write might be: it lets the next kernel on the
-// stream launch at once, holds for about delay_ns, then copies each job's bytes (16-byte units).
+// stream launch at once, holds for about delay_ns, then copies each job's bytes (16-byte units,
+// then 4-byte ones for the tail).
 __global__ void late_copy_kernel(const CopyJob* __restrict__ jobs, int num_jobs,
                                  uint64_t delay_ns) {
   asm volatile("griddepcontrol.launch_dependents;");

@@ -29,10 +29,11 @@ WriteCase other_inputs(const WriteCase& b) {
 
 // A producer kernel that lets the write launch at once, holds for 50 us and then copies case b's
 // input, slots and scales over case a's; the write, enqueued right after it, must leave exactly
-// b's cache. A write that loaded anything before its griddepcontrol.wait would read some of a's
-// bytes. One case per thread mapping on a 132-SM GPU (plan_write's bars): one side a thread with
-// the early trigger (12,800 items), one group streaming (65,536), one group of several waves
-// (256,000), two groups (768,192).
+// b's cache. A write that loads before its griddepcontrol.wait reads a's bytes wherever its blocks
+// run during the hold (a build that loaded before the wait failed 3 of the 4 cases on an H100,
+// docs/perf-notes.md, v30). One case per thread mapping on a 132-SM GPU (plan_write's bars): one
+// side a thread with the early trigger (12,800 items), one group streaming (65,536), one group of
+// several waves (256,000), two groups (768,192).
 TEST(GpuWriterOrder, ReadsWhatTheKernelBeforeItWrote) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(20261205);
