@@ -15,9 +15,6 @@
 namespace kvq {
 namespace {
 
-// Bytes handed to one write(2): small enough that `cancelled` is asked often on a slow disk.
-constexpr std::size_t kChunkBytes = std::size_t{64} << 20;
-
 std::string reason(int err) {
   return std::strerror(err);
 }
@@ -42,7 +39,7 @@ bool write_file_atomically(const std::filesystem::path& file, std::span<const st
   std::size_t done = 0;
   while (done < bytes.size()) {
     if (is_cancelled()) break;
-    const std::size_t chunk = std::min(bytes.size() - done, kChunkBytes);
+    const std::size_t chunk = std::min(bytes.size() - done, kFileWriteChunkBytes);
     const ssize_t n = ::write(fd, bytes.data() + done, chunk);
     if (n < 0 && errno == EINTR) continue;
     if (n < 0) {

@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <csignal>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -123,15 +124,22 @@ TEST_F(FileIo, StaleLongerTemporaryIsTruncated) {
   EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
 }
 
-// Cancelled once FILE.tmp exists (the first ask, before it is created, says no): `cancelled` is
-// asked between chunks too, the write stops there, FILE.tmp is removed and FILE is kept.
+// `cancelled` is asked before FILE.tmp is created and before each chunk handed to write(2).
+// Here it says yes once the first chunk is in FILE.tmp: the write stops between chunks, FILE.tmp
+// is removed and FILE is kept.
 TEST_F(FileIo, CancelledBetweenChunksLeavesTheOldFileAndNoTemporary) {
   ASSERT_TRUE(write_file_atomically(file_, std::string_view("kept")));
-  // file_io.cpp hands write(2) 64 MiB at a time: this payload takes three chunks.
-  const std::string big((std::size_t{2} << 26) + 1, 'x');
-  int asked = 0;
-  EXPECT_FALSE(write_file_atomically(file_, std::string_view(big), [&] { return ++asked >= 2; }));
-  EXPECT_GE(asked, 2);
+  const std::string big(2 * kFileWriteChunkBytes + 1, 'x');  // three chunks
+  std::uintmax_t written_when_cancelled = 0;
+  const auto cancel_after_first_chunk = [&] {
+    std::error_code ec;
+    const std::uintmax_t written = fs::file_size(temporary_path_for(file_), ec);
+    if (ec || written == 0) return false;
+    written_when_cancelled = written;
+    return true;
+  };
+  EXPECT_FALSE(write_file_atomically(file_, std::string_view(big), cancel_after_first_chunk));
+  EXPECT_EQ(written_when_cancelled, kFileWriteChunkBytes);
   const std::string now = slurp(file_);  // not EXPECT_EQ: a failure would print 128 MiB
   EXPECT_TRUE(now == "kept") << "FILE holds " << now.size() << " bytes";
   EXPECT_FALSE(fs::exists(temporary_path_for(file_)));

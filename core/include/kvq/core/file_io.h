@@ -2,6 +2,7 @@
 // Output files written whole or not at all. The bytes go to FILE.tmp in FILE's folder, which is
 // then renamed over FILE (atomic within a file system): a full disk, a size limit, a crash or a
 // cancellation mid-write leaves FILE as it was, and no FILE.tmp behind.
+#include <cstddef>
 #include <filesystem>
 #include <functional>
 #include <span>
@@ -10,6 +11,9 @@
 #include "kvq/core/export.h"
 
 namespace kvq {
+
+// Bytes handed to one write(2): small enough that `cancelled` is asked often on a slow disk.
+inline constexpr std::size_t kFileWriteChunkBytes = std::size_t{64} << 20;
 
 // FILE.tmp: where write_file_atomically puts the bytes before the rename.
 KVQ_API std::filesystem::path temporary_path_for(const std::filesystem::path& file);
