@@ -361,14 +361,15 @@ int device_sms() {
   return sms;
 }
 
-// Issue 7's decode target in graph replay (<= 3 us a write) against what the same chain costs
-// for a kernel that only waits for its predecessor (the floor), and for one that moves the same
-// bytes as the write with the write's launch and thread count but does no quantization, loading
-// only after its wait or, as small writes do since v12 (docs/perf-notes.md), prefetching into L2
-// before it. The write is timed three ways: on the rotated input sets into one cache, whose page
-// lines L2 mostly keeps (little of the output goes to DRAM inside the timed chain); the same with
-// a cache per set, as `kvq bench` rotates them (every page line cold, all output to DRAM); and on
-// one set again and again, whose inputs stay in L2 (what a perfect prefetch would give).
+// Issue 7's decode target in graph replay (<= 3 us a write), and its one-wave miss at T >= 16384
+// (H=1 D=128 T=16384: 131,072 items, one wave of the streaming kernel), against what the same
+// chain costs for a kernel that only waits for its predecessor (the floor), and for one that moves
+// the same bytes as the write with the write's launch and thread count but does no quantization,
+// loading only after its wait or, as small writes do since v12 (docs/perf-notes.md), prefetching
+// into L2 before it. The write is timed three ways: on the rotated input sets into one cache, whose
+// page lines L2 mostly keeps (little of the output goes to DRAM inside the timed chain); the same
+// with a cache per set, as `kvq bench` rotates them (every page line cold, all output to DRAM); and
+// on one set again and again, whose inputs stay in L2 (what a perfect prefetch would give).
 TEST(GpuPerf, DecodeGraphChainReport) {
   KVQ_REQUIRE_CUDA_DEVICE();
   Stream stream;
@@ -376,7 +377,8 @@ TEST(GpuPerf, DecodeGraphChainReport) {
   const cudaStream_t st = stream.get();
   for (const Shape& shape : {Shape{256, 32, 128, 16, "HND", "linear", "sm100_swizzled"},
                              Shape{1024, 8, 128, 16, "HND", "linear", "sm100_swizzled"},
-                             Shape{256, 8, 128, 16, "HND", "linear", "sm100_swizzled"}}) {
+                             Shape{256, 8, 128, 16, "HND", "linear", "sm100_swizzled"},
+                             Shape{16384, 1, 128, 16, "HND", "linear", "sm100_swizzled"}}) {
     Workload w;
     make_workload(shape, &w);
     auto writer = make_writer(w.spec);
@@ -401,7 +403,7 @@ TEST(GpuPerf, DecodeGraphChainReport) {
                  cache_per_set = write_chain_us(*writer, w, sets, st, &caches),
                  hot = write_chain_us(*writer, w, 1, st);
     std::printf(
-        "decode graph chain (16 a graph) T=%-5lld H=%-2lld D=%lld: empty PDL kernel %.2f us; "
+        "one-wave graph chain (16 a graph) T=%-5lld H=%-2lld D=%lld: empty PDL kernel %.2f us; "
         "stand-in moving the bytes (%.2f MB read, %.2f MB written) %.2f us, with L2 prefetch "
         "%.2f us; write %.2f us, a cache per set %.2f us, inputs hot in L2 %.2f us\n",
         static_cast<long long>(shape.T), static_cast<long long>(shape.H),
@@ -435,6 +437,7 @@ TEST(GpuPerf, MidSizeAgainstSameBytesReport) {
   for (const Shape& shape : {Shape{4096, 8, 128, 16, "HND", "linear", "sm100_swizzled"},
                              Shape{16384, 8, 128, 16, "HND", "linear", "sm100_swizzled"},
                              Shape{16384, 4, 128, 16, "HND", "linear", "sm100_swizzled"},
+                             Shape{16384, 8, 64, 16, "HND", "linear", "sm100_swizzled"},
                              Shape{65536, 1, 128, 16, "HND", "linear", "sm100_swizzled"}}) {
     Workload w;
     make_workload(shape, &w);
