@@ -2,6 +2,8 @@
 
 #include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +21,33 @@ std::string reason(int err) {
   return std::strerror(err);
 }
 
+// FILE.tmp for writing, created if missing; -1 with `why` set when it cannot be. Never through a
+// symbolic link (O_NOFOLLOW: a link planted at FILE.tmp would send our bytes to the file it
+// names), never into anything but a plain file (O_NONBLOCK: a FIFO there fails, not hangs).
+int open_temporary(const std::filesystem::path& tmp, std::string* why) {
+  const int fd =
+      ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    *why = errno == ELOOP ? "it is a symbolic link: expected a plain file or none" : reason(errno);
+    return -1;
+  }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+    ::close(fd);
+    *why = "it is not a plain file";
+    return -1;
+  }
+  return fd;
+}
+
+// Whether `fd` is still the file at `path` (not renamed away by the writer that held it).
+bool still_at(int fd, const std::filesystem::path& path) {
+  struct stat open_file {
+  }, named{};
+  return ::fstat(fd, &open_file) == 0 && ::stat(path.c_str(), &named) == 0 &&
+         open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
+}
+
 }  // namespace
 
 std::filesystem::path temporary_path_for(const std::filesystem::path& file) {
@@ -34,8 +63,28 @@ bool write_file_atomically(const std::filesystem::path& file, std::span<const st
     ::unlink(tmp.c_str());
     throw Error(ErrorCode::io, fmt::format("{}: cannot {}: {}", where.string(), what, reason(err)));
   };
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-  if (fd < 0) fail(tmp, "create it", errno);
+  std::string why;
+  const int fd = open_temporary(tmp, &why);
+  if (fd < 0)
+    throw Error(ErrorCode::io, fmt::format("{}: cannot create it: {}", tmp.string(), why));
+  // One writer at a time: a second one (another kvq writing the same FILE) would mix its bytes
+  // with ours. The lock is checked to be on the file still named FILE.tmp: one taken just after
+  // its writer renamed it would be on FILE. A FILE.tmp that a dead run left holds no lock.
+  const int locked = ::flock(fd, LOCK_EX | LOCK_NB) == 0 ? 0 : errno;
+  if (locked != 0 || !still_at(fd, tmp)) {
+    ::close(fd);
+    if (locked != 0 && locked != EWOULDBLOCK) {
+      throw Error(ErrorCode::io,
+                  fmt::format("{}: cannot lock it: {}", tmp.string(), reason(locked)));
+    }
+    throw Error(ErrorCode::io, fmt::format("{}: another process is writing it (it holds {})",
+                                           file.string(), tmp.string()));
+  }
+  if (::ftruncate(fd, 0) != 0) {  // a stale FILE.tmp's old bytes must not trail ours
+    const int err = errno;
+    ::close(fd);
+    fail(tmp, "truncate it", err);
+  }
   std::size_t done = 0;
   while (done < bytes.size()) {
     if (is_cancelled()) break;
@@ -49,7 +98,13 @@ bool write_file_atomically(const std::filesystem::path& file, std::span<const st
     }
     done += static_cast<std::size_t>(n);
   }
-  // close reports the errors of a delayed write (NFS, a full disk on some file systems).
+  // On disk before the rename, so that a power loss cannot leave FILE renamed but empty; close
+  // reports the errors of a delayed write (NFS, a full disk on some file systems).
+  if (done == bytes.size() && ::fsync(fd) != 0) {
+    const int err = errno;
+    ::close(fd);
+    fail(tmp, "write it", err);
+  }
   if (::close(fd) != 0 && done == bytes.size()) fail(tmp, "write it", errno);
   if (done < bytes.size()) {  // cancelled
     ::unlink(tmp.c_str());
@@ -80,10 +135,25 @@ void check_writable(const std::filesystem::path& file, std::string_view what) {
   if (!std::filesystem::is_directory(parent, ec)) bad("no such folder " + parent.string());
   const std::filesystem::path tmp = temporary_path_for(file);
   const bool existed = std::filesystem::exists(tmp, ec);
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) bad("cannot create " + tmp.string() + ": " + reason(errno));
+  std::string why;
+  const int fd = open_temporary(tmp, &why);
+  if (fd < 0) bad("cannot create " + tmp.string() + ": " + why);
   ::close(fd);
   if (!existed) ::unlink(tmp.c_str());
+}
+
+void check_distinct(const std::filesystem::path& output, std::string_view output_what,
+                    const std::filesystem::path& input, std::string_view input_what) {
+  if (input.empty()) return;
+  std::error_code ec;  // equivalent() fails when either file is missing: compare the names then
+  const bool same = std::filesystem::equivalent(output, input, ec) ||
+                    std::filesystem::absolute(output, ec).lexically_normal() ==
+                        std::filesystem::absolute(input, ec).lexically_normal();
+  if (same) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{} {}: is the {} file: expected a different file", output_what,
+                            output.string(), input_what));
+  }
 }
 
 }  // namespace kvq

@@ -3,7 +3,9 @@
 // paths such a write would fail on, and touches nothing.
 #include "kvq/core/file_io.h"
 
+#include <fcntl.h>
 #include <gtest/gtest.h>
+#include <sys/file.h>
 #include <sys/resource.h>
 #include <unistd.h>
 
@@ -143,6 +145,48 @@ TEST_F(FileIo, CancelledBetweenChunksLeavesTheOldFileAndNoTemporary) {
   const std::string now = slurp(file_);  // not EXPECT_EQ: a failure would print 128 MiB
   EXPECT_TRUE(now == "kept") << "FILE holds " << now.size() << " bytes";
   EXPECT_FALSE(fs::exists(temporary_path_for(file_)));
+}
+
+// A symbolic link at FILE.tmp is refused, not followed: the file it names and FILE keep their
+// bytes, and the link stays.
+TEST_F(FileIo, ALinkAtTheTemporaryIsRefusedNotFollowed) {
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("kept")));
+  const fs::path victim = dir_ / "victim.txt";
+  std::ofstream(victim) << "not yours";
+  fs::create_symlink(victim, temporary_path_for(file_));
+  try {
+    write_file_atomically(file_, std::string_view("new"));
+    FAIL() << "wrote through a symbolic link";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::io);
+    EXPECT_EQ(std::string(e.what()),
+              temporary_path_for(file_).string() +
+                  ": cannot create it: it is a symbolic link: expected a plain file or none");
+  }
+  EXPECT_EQ(slurp(victim), "not yours");
+  EXPECT_EQ(slurp(file_), "kept");
+  EXPECT_TRUE(fs::is_symlink(temporary_path_for(file_)));
+  EXPECT_THROW(check_writable(file_, "--out"), Error);
+}
+
+// A second writer of the same FILE (here: FILE.tmp locked as a running write holds it) is refused
+// and leaves FILE and the other's FILE.tmp alone.
+TEST_F(FileIo, ASecondWriterOfTheSameFileIsRefused) {
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("kept")));
+  std::ofstream(temporary_path_for(file_)) << "the other writer's bytes";
+  const int fd = ::open(temporary_path_for(file_).c_str(), O_RDONLY | O_CLOEXEC);
+  ASSERT_GE(fd, 0);
+  ASSERT_EQ(::flock(fd, LOCK_EX), 0);
+  try {
+    write_file_atomically(file_, std::string_view("new"));
+    FAIL() << "two writers of one file";
+  } catch (const Error& e) {
+    EXPECT_EQ(std::string(e.what()), file_.string() + ": another process is writing it (it holds " +
+                                         temporary_path_for(file_).string() + ")");
+  }
+  ::close(fd);
+  EXPECT_EQ(slurp(file_), "kept");
+  EXPECT_EQ(slurp(temporary_path_for(file_)), "the other writer's bytes");
 }
 
 TEST_F(FileIo, CheckWritableRefusesWhatAWriteWouldFailOn) {

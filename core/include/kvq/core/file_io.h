@@ -1,7 +1,9 @@
 #pragma once
-// Output files written whole or not at all. The bytes go to FILE.tmp in FILE's folder, which is
-// then renamed over FILE (atomic within a file system): a full disk, a size limit, a crash or a
-// cancellation mid-write leaves FILE as it was, and no FILE.tmp behind.
+// Output files written whole or not at all. The bytes go to FILE.tmp in FILE's folder, are synced
+// to disk, and FILE.tmp is then renamed over FILE (atomic within a file system): a full disk, a
+// size limit, a crash or a cancellation mid-write leaves FILE as it was, and no FILE.tmp behind.
+// FILE.tmp is kvq's: one a dead run left is reused, but a symbolic link or other non-file there
+// is refused, and so is a second process writing the same FILE at once (FILE.tmp is locked).
 #include <cstddef>
 #include <filesystem>
 #include <functional>
@@ -34,5 +36,12 @@ KVQ_API bool write_file_atomically(const std::filesystem::path& file, std::strin
 // created and removed; FILE itself is never touched). Throws kvq::Error (invalid_argument) whose
 // message starts with `what` ("--json"), then the path and the reason.
 KVQ_API void check_writable(const std::filesystem::path& file, std::string_view what);
+
+// Refuses an output that is one of the command's inputs (the write would replace what it reads):
+// the same path, or, where both exist, the same file by another name. An empty `input` (an
+// optional flag not given) passes. Throws kvq::Error (invalid_argument): "--output OUT: is the
+// --input file: expected a different file".
+KVQ_API void check_distinct(const std::filesystem::path& output, std::string_view output_what,
+                            const std::filesystem::path& input, std::string_view input_what);
 
 }  // namespace kvq
