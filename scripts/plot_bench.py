@@ -96,7 +96,7 @@ def draw(doc, out):
         tm.set_title(f"{side}: time")
         tm.grid(True, which="both", alpha=0.3)
     fig.tight_layout()
-    fig.savefig(out, dpi=110)
+    fig.savefig(out, dpi=110, format="png")  # the name as given, whatever its ending
 
 
 def main(argv):

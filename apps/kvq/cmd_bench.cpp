@@ -3,6 +3,8 @@
 // arrangements) and scales come from the config; the geometry is the sweep's.
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <cctype>
 #include <filesystem>
 #include <iostream>
 #include <memory>
@@ -97,12 +99,26 @@ std::filesystem::path plot_json(const BenchFlags& f) {
                         : std::filesystem::path(f.json);
 }
 
+// The picture is a PNG under the name given (matplotlib would pick the format from any other
+// extension, or append .png to none), and never the file that keeps the numbers.
+void check_plot_path(const BenchFlags& f) {
+  std::string ext = std::filesystem::path(f.plot).extension().string();
+  std::transform(ext.begin(), ext.end(), ext.begin(),
+                 [](unsigned char c) { return static_cast<char>(std::tolower(c)); });
+  if (ext != ".png") {
+    throw Error(ErrorCode::invalid_argument,
+                "--plot: expected a file name ending in .png, found '" + f.plot + "'");
+  }
+  check_distinct(f.plot, "--plot", f.json, "--json");
+}
+
 int run_bench(const BenchFlags& f) {
   Config cfg = load_checked_config(f.config).config;
   apply_logging(cfg);
 
   std::filesystem::path plot_script, plot_python;
   if (!f.plot.empty()) {  // before the run, not after it
+    check_plot_path(f);
     plot_script = bench::find_plot_script();
     plot_python = bench::find_plot_python(plot_script);
   }
@@ -215,7 +231,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
       ->check(kNonEmpty);
   sub->add_option("--iterations", f->iterations,
                   "Timed runs per case (default 50, fewer for slow CPU cases)")
-      ->check(CLI::PositiveNumber);
+      ->check(CLI::Range(1, 1000000));
   sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)")
       ->check(kNonEmpty);
   sub->callback([&run, f] { run = [f] { return run_bench(*f); }; });

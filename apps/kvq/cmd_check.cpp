@@ -47,7 +47,8 @@ void add_check_command(CLI::App& app, Runner& run) {
   sub->add_option("CONFIG", *config, "YAML config")->check(kNonEmpty)->required();
   sub->callback([&run, config] {
     run = [config] {
-      const auto [cfg, layout] = load_checked_config(*config);
+      auto [cfg, layout] = load_checked_config(*config);
+      apply_logging(cfg);  // reports a bad KVQ_LOG_LEVEL, as every command does
       check_backend(cfg);
       std::cout << *config << ": ok (" << cfg.cache.format << ", " << cfg.cache.num_blocks
                 << " pages of " << cfg.cache.block_size << " tokens x " << cfg.cache.num_kv_heads

@@ -27,6 +27,9 @@ int run_read(const ReadFlags& f) {
   auto [cfg, layout] = load_checked_config(f.config);
   apply_logging(cfg);
   check_writable(f.output, "--output");
+  check_distinct(f.output, "--output", f.cache, "--cache");
+  check_distinct(f.output, "--output", f.slot_mapping, "--slot-mapping");
+  check_distinct(f.output, "--output", f.config, "CONFIG");
   CacheFile cache = load_cache_file(f.cache, *layout, f.config);
 
   const SafetensorsFile s = SafetensorsFile::load(f.slot_mapping);

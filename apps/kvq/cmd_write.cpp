@@ -112,6 +112,8 @@ int run_write(const WriteFlags& f) {
 
   // Every file is checked before a plugin is loaded or a byte is written.
   check_writable(f.output, "--output");
+  check_distinct(f.output, "--output", f.input, "--input");  // --cache C --output C: in place
+  check_distinct(f.output, "--output", f.config, "CONFIG");
   const SafetensorsFile in = SafetensorsFile::load(f.input);
   const Inputs x = check_inputs(in, cfg, f.config);
   std::vector<uint8_t> cache;

@@ -138,10 +138,29 @@ TEST_F(BenchCli, BadValuesFailBeforeTimingAndTouchNothing) {
   refused("--tokens 1 --threads 1 --shapes 8x128x16x9",
           "--shapes: expected HEADSxHEAD_SIZE or HEADSxHEAD_SIZExBLOCK_SIZE items (e.g. "
           "8x128,1x128x64), found '8x128x16x9'");
+  refused("--tokens 1 --threads 1 --iterations 0",
+          "--iterations: Value 0 not in range 1 to 1000000 (try --help)");
+  refused("--tokens 1 --threads 1 --plot " + (dir_ / "p.xyz").string(),
+          "--plot: expected a file name ending in .png, found '" + (dir_ / "p.xyz").string() + "'");
+  refused("--tokens 1 --threads 1 --plot " + (dir_ / "p").string(),
+          "--plot: expected a file name ending in .png, found '" + (dir_ / "p").string() + "'");
+  EXPECT_FALSE(fs::exists(dir_ / "p.png"));
   const kvq::test::CliResult r =
       bench(config_.string() + " --json " + json.string() + " --backend no_such_backend");
   EXPECT_EQ(r.status, 2);
   EXPECT_EQ(slurp(json), "{\"precious\": 1}");
+}
+
+// The numbers and the picture never share a file: the picture would overwrite the numbers.
+TEST_F(BenchCli, JsonAndPlotOnOneFileIsRefused) {
+  const fs::path png = dir_ / "same.png";
+  const kvq::test::CliResult r =
+      bench(config_.string() + " --tokens 1 --threads 1 --json " + png.string() + " --plot " +
+            (dir_ / "." / "same.png").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "kvq: --plot " + (dir_ / "." / "same.png").string() +
+                       ": is the --json file: expected a different file\n");
+  EXPECT_FALSE(fs::exists(png));
 }
 
 // A case that fails (here a token count whose slot plan cannot be allocated: more bytes than any

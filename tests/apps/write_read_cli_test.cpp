@@ -507,6 +507,10 @@ TEST_F(WriteReadCli, UnknownLogLevelInTheEnvironmentIsReported) {
                        "warn, error or off); ignored"),
             std::string::npos)
       << r.err;
+  const test::CliResult check = kvq("check " + config_.string(), "KVQ_LOG_LEVEL=verbose ");
+  EXPECT_EQ(check.status, 0) << check.err;
+  EXPECT_NE(check.err.find("KVQ_LOG_LEVEL=verbose: not a log level"), std::string::npos)
+      << check.err;
 }
 
 TEST_F(WriteReadCli, UnwritableOutputIsAUsageErrorBeforeAnyWork) {
@@ -519,6 +523,27 @@ TEST_F(WriteReadCli, UnwritableOutputIsAUsageErrorBeforeAnyWork) {
   fs::create_directories(dir_ / "a_folder");
   expect_failure(read("cache.safetensors", "in.safetensors", "", "a_folder"), 2,
                  "--output " + path("a_folder") + ": is a folder: expected a file path");
+}
+
+// An output that names one of the command's inputs would replace what the command reads: refused
+// before any work, the input untouched. Writing over the --cache a write starts from is the
+// in-place update and stays allowed.
+TEST_F(WriteReadCli, AnOutputThatIsAnInputIsRefused) {
+  const std::string in_before = slurp(dir_ / "in.safetensors");
+  expect_failure(write("", "in.safetensors"), 2,
+                 "--output " + path("in.safetensors") + ": is the --input file");
+  EXPECT_EQ(slurp(dir_ / "in.safetensors"), in_before);
+  ASSERT_EQ(write("").status, 0);
+  const std::string cache_before = slurp(dir_ / "cache.safetensors");
+  expect_failure(read("cache.safetensors", "in.safetensors", "", "cache.safetensors"), 2,
+                 "--output " + path("cache.safetensors") + ": is the --cache file");
+  expect_failure(read("cache.safetensors", "in.safetensors", "", "in.safetensors"), 2,
+                 "--output " + path("in.safetensors") + ": is the --slot-mapping file");
+  EXPECT_EQ(slurp(dir_ / "cache.safetensors"), cache_before);
+  EXPECT_EQ(slurp(dir_ / "in.safetensors"), in_before);
+  const test::CliResult in_place =
+      write("--cache " + path("cache.safetensors"), "cache.safetensors");
+  EXPECT_EQ(in_place.status, 0) << in_place.err;
 }
 
 // A write that fails part-way (here a file size limit, as a full disk would) leaves the output
