@@ -13,6 +13,7 @@
 #include <system_error>
 
 #include "kvq/core/logging.h"
+#include "kvq/core/status.h"
 
 namespace kvq {
 
@@ -66,7 +67,7 @@ Mark raw_mark(const YAML::Node& n) {
 std::string found(const YAML::Node& n) {
   switch (n.Type()) {
     case YAML::NodeType::Null: return "nothing";
-    case YAML::NodeType::Scalar: return fmt::format("'{}'", n.Scalar());
+    case YAML::NodeType::Scalar: return fmt::format("'{}'", message_text(n.Scalar()));
     case YAML::NodeType::Sequence: return "a list";
     case YAML::NodeType::Map: return "a mapping";
     case YAML::NodeType::Undefined: return "nothing";
@@ -202,10 +203,11 @@ class Parser {
              fmt::format("expected a key name, found {}", found(it->first)));
       }
       const std::string name = it->first.Scalar();
-      const std::string key = prefix.empty() ? name : prefix + "." + name;
+      const std::string shown = message_text(name);  // a key that is not ours may be anything
+      const std::string key = prefix.empty() ? shown : prefix + "." + shown;
       if (const auto [first, added] = seen.emplace(name, raw_mark(it->first)); !added) {
         fail(it->first, key,
-             fmt::format("key '{}' given twice (first at line {}, column {})", name,
+             fmt::format("key '{}' given twice (first at line {}, column {})", shown,
                          first->second.line, first->second.column));
       }
       bool ok = false;
@@ -214,7 +216,7 @@ class Parser {
         std::string list;
         for (auto a : allowed) list += fmt::format("{}{}", list.empty() ? "" : ", ", a);
         fail(it->first, key,
-             fmt::format("unknown key '{}'{}: expected one of {}", name,
+             fmt::format("unknown key '{}'{}: expected one of {}", shown,
                          prefix.empty() ? "" : " in '" + prefix + "'", list));
       }
     }

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <new>
 #include <nlohmann/json.hpp>
 #include <set>
 #include <system_error>
@@ -27,7 +28,7 @@ constexpr uint64_t kLengthBytes = 8;  // the little-endian u64 header length
 
 [[noreturn]] void fail_tensor(const std::string& source, const std::string& name,
                               const std::string& message) {
-  fail(source, fmt::format("tensor '{}': {}", name, message));
+  fail(source, fmt::format("tensor '{}': {}", message_text(name), message));
 }
 
 uint64_t read_u64_le(const uint8_t* p) {
@@ -40,6 +41,18 @@ void write_u64_le(uint8_t* p, uint64_t v) {
   for (int i = 0; i < 8; ++i) p[i] = static_cast<uint8_t>(v >> (8 * i));
 }
 
+// The u64 at the start of a file of `size` bytes (size >= 8), as a header length.
+void check_header_length(const std::string& source, uint64_t header_len, uint64_t size) {
+  if (header_len > kSafetensorsMaxHeaderBytes) {
+    fail(source, fmt::format("header length {} exceeds the limit of {} bytes", header_len,
+                             kSafetensorsMaxHeaderBytes));
+  }
+  if (header_len > size - kLengthBytes) {
+    fail(source, fmt::format("truncated: header length {} but only {} bytes follow it", header_len,
+                             size - kLengthBytes));
+  }
+}
+
 // A JSON value for a message, cut short: a hostile header can make any value huge. Values here
 // nest at most one level (parse_header_json refuses deeper headers).
 std::string short_dump(const json& v) {
@@ -50,6 +63,8 @@ std::string short_dump(const json& v) {
     s += "]";
   } else if (v.is_object()) {
     s = "{...}";
+  } else if (v.is_number_integer() && !v.is_number_unsigned() && v.get<int64_t>() == 0) {
+    s = "-0";  // the only way a signed integer reads as 0
   } else {
     s = v.dump();
   }
@@ -79,8 +94,9 @@ Entry parse_entry(const std::string& source, const std::string& name, const json
     fail_tensor(source, name, "expected an object with dtype, shape, data_offsets");
   for (const auto& [key, unused] : v.items()) {
     if (key != "dtype" && key != "shape" && key != "data_offsets") {
-      fail_tensor(source, name,
-                  fmt::format("unknown key '{}': expected dtype, shape, data_offsets", key));
+      fail_tensor(
+          source, name,
+          fmt::format("unknown key '{}': expected dtype, shape, data_offsets", message_text(key)));
     }
   }
   for (const char* key : {"dtype", "shape", "data_offsets"}) {
@@ -94,9 +110,9 @@ Entry parse_entry(const std::string& source, const std::string& name, const json
   const auto word = dtype.get<std::string>();
   const auto parsed = safetensors_dtype_from_name(word);
   if (!parsed) {
-    fail_tensor(
-        source, name,
-        fmt::format("dtype '{}' is not supported: expected BF16, F16, F32, I32, I64 or U8", word));
+    fail_tensor(source, name,
+                fmt::format("dtype '{}' is not supported: expected BF16, F16, F32, I32, I64 or U8",
+                            message_text(word)));
   }
   e.dtype = *parsed;
 
@@ -148,8 +164,8 @@ std::map<std::string, std::string> parse_metadata(const std::string& source, con
   std::map<std::string, std::string> out;
   for (const auto& [key, value] : v.items()) {
     if (!value.is_string()) {
-      fail(source,
-           fmt::format("__metadata__['{}'] = {}: expected a string", key, short_dump(value)));
+      fail(source, fmt::format("__metadata__['{}'] = {}: expected a string", message_text(key),
+                               short_dump(value)));
     }
     out.emplace(key, value.get<std::string>());
   }
@@ -182,7 +198,7 @@ class HeaderChecks : public nlohmann::json_sax<json> {
   }
   bool key(string_t& name) override {
     if (keys_.back().insert(name).second) return true;
-    problem = fmt::format("header has the key '{}' twice", name);
+    problem = fmt::format("header has the key '{}' twice", message_text(name));
     return false;
   }
   bool end_object() override {
@@ -214,6 +230,13 @@ class HeaderChecks : public nlohmann::json_sax<json> {
 // Parses the JSON header after HeaderChecks. A NUL byte would end the parser's input early and
 // hide what follows it (a second header, say), so it is refused first.
 json parse_header_json(const std::string& source, const uint8_t* p, size_t n) {
+  // The format's own rule, which the reference reader enforces: a byte-order mark or spaces
+  // before the object would pass nlohmann and fail there.
+  if (n == 0 || p[0] != '{') {
+    fail(source,
+         fmt::format("header starts with {}: expected '{{' (a JSON object, nothing before it)",
+                     n == 0 ? "nothing" : fmt::format("byte 0x{:02x}", p[0])));
+  }
   if (std::memchr(p, 0, n) != nullptr) {
     fail(source, "header contains a NUL byte: expected JSON text padded with spaces");
   }
@@ -225,7 +248,6 @@ json parse_header_json(const std::string& source, const uint8_t* p, size_t n) {
   } catch (const json::exception& e) {
     fail(source, fmt::format("header is not valid JSON: {}", e.what()));
   }
-  if (!header.is_object()) fail(source, "header: expected a JSON object");
   return header;
 }
 
@@ -253,8 +275,8 @@ std::optional<DType> safetensors_dtype_from_name(std::string_view name) {
 TensorView SafetensorsTensor::view() const {
   if (shape.size() > static_cast<size_t>(TensorView::kMaxDims)) {
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("tensor '{}' has {} dimensions: at most {} supported", name,
-                            shape.size(), TensorView::kMaxDims));
+                fmt::format("tensor '{}' has {} dimensions: at most {} supported",
+                            message_text(name), shape.size(), TensorView::kMaxDims));
   }
   TensorView v;
   v.data = const_cast<uint8_t*>(bytes.data());
@@ -268,7 +290,7 @@ TensorView SafetensorsTensor::view() const {
     v.strides[d] = stride;
     if (d > 0 && __builtin_mul_overflow(stride, shape[d], &stride)) {
       throw Error(ErrorCode::invalid_argument,
-                  fmt::format("tensor '{}': shape {} overflows 64-bit strides", name,
+                  fmt::format("tensor '{}': shape {} overflows 64-bit strides", message_text(name),
                               fmt::join(shape, "x")));
     }
   }
@@ -295,7 +317,22 @@ SafetensorsFile SafetensorsFile::load(const std::filesystem::path& file) {
   const std::streamoff size = in.tellg();
   if (size < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot tell its size", source));
   in.seekg(0, std::ios::beg);
-  std::vector<uint8_t> bytes(static_cast<size_t>(size));
+  // The header length first: a file that is not safetensors (or a damaged one) is refused from
+  // its first 8 bytes, not after all of it has been read.
+  uint8_t length[kLengthBytes];
+  if (size >= static_cast<std::streamoff>(kLengthBytes)) {
+    if (!in.read(reinterpret_cast<char*>(length), kLengthBytes)) {
+      throw Error(ErrorCode::io, fmt::format("{}: read failed", source));
+    }
+    check_header_length(source, read_u64_le(length), static_cast<uint64_t>(size));
+    in.seekg(0, std::ios::beg);
+  }
+  std::vector<uint8_t> bytes;
+  try {
+    bytes.resize(static_cast<size_t>(size));
+  } catch (const std::bad_alloc&) {
+    throw Error(ErrorCode::io, fmt::format("{}: cannot hold its {} bytes in memory", source, size));
+  }
   if (size > 0 && !in.read(reinterpret_cast<char*>(bytes.data()), size)) {
     throw Error(ErrorCode::io, fmt::format("{}: read failed", source));
   }
@@ -313,14 +350,7 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, std::string s
     fail(src, fmt::format("truncated: {} bytes, expected at least 8 (the header length)", size));
   }
   const uint64_t header_len = read_u64_le(f.bytes_.data());
-  if (header_len > kSafetensorsMaxHeaderBytes) {
-    fail(src, fmt::format("header length {} exceeds the limit of {} bytes", header_len,
-                          kSafetensorsMaxHeaderBytes));
-  }
-  if (header_len > size - kLengthBytes) {
-    fail(src, fmt::format("truncated: header length {} but only {} bytes follow it", header_len,
-                          size - kLengthBytes));
-  }
+  check_header_length(src, header_len, size);
   const uint64_t data_start = kLengthBytes + header_len;
   const uint64_t data_size = size - data_start;
 
@@ -350,7 +380,7 @@ SafetensorsFile SafetensorsFile::parse(std::vector<uint8_t> bytes, std::string s
     if (e.begin < covered) {
       fail_tensor(src, e.name,
                   fmt::format("data_offsets [{}, {}] overlap tensor '{}' at [{}, {}]", e.begin,
-                              e.end, previous->name, previous->begin, previous->end));
+                              e.end, message_text(previous->name), previous->begin, previous->end));
     }
     if (e.begin > covered) {
       fail_tensor(src, e.name,
@@ -395,13 +425,14 @@ const SafetensorsTensor& SafetensorsFile::at(std::string_view name) const {
   constexpr std::size_t kNamesShown = 8;
   std::string names;
   for (std::size_t i = 0; i < std::min(tensors_.size(), kNamesShown); ++i) {
-    names += (i ? ", " : "") + tensors_[i].name;
+    names += (i ? ", " : "") + message_text(tensors_[i].name);
   }
   if (tensors_.size() > kNamesShown) {
     names += fmt::format(" and {} more", tensors_.size() - kNamesShown);
   }
-  throw Error(ErrorCode::not_found, fmt::format("{}: no tensor '{}' (has: {})", source_, name,
-                                                names.empty() ? "none" : names));
+  throw Error(ErrorCode::not_found,
+              fmt::format("{}: no tensor '{}' (has: {})", source_, message_text(name),
+                          names.empty() ? "none" : names));
 }
 
 namespace {

@@ -32,7 +32,8 @@ Order parse_order(const std::string& word) {
   for (const auto& o : kOrders) {
     if (word == o.name) return o.order;
   }
-  refuse("cache.layout.order", fmt::format("unknown order '{}': expected one of HND, NHD", word));
+  refuse("cache.layout.order",
+         fmt::format("unknown order '{}': expected one of HND, NHD", message_text(word)));
 }
 
 std::string known_arrangements() {
@@ -45,7 +46,7 @@ ScaleArrangement parse_arrangement(const std::string& word, const char* side_key
   ScaleArrangement a{};
   if (!ScaleArrangements::find(word, a)) {
     refuse(std::string("cache.layout.") + side_key,
-           fmt::format("unknown scale arrangement '{}': expected one of {}", word,
+           fmt::format("unknown scale arrangement '{}': expected one of {}", message_text(word),
                        known_arrangements()));
   }
   return a;
@@ -81,8 +82,8 @@ const char* scale_arrangement_name(ScaleArrangement arrangement) {
 
 Nvfp4PageLayout::Nvfp4PageLayout(const CacheSpec& spec) {
   if (spec.format != "nvfp4") {
-    refuse("cache.format",
-           fmt::format("Nvfp4PageLayout needs format 'nvfp4', found '{}'", spec.format));
+    refuse("cache.format", fmt::format("Nvfp4PageLayout needs format 'nvfp4', found '{}'",
+                                       message_text(spec.format)));
   }
   require_positive(spec.num_blocks, "num_blocks");
   require_positive(spec.block_size, "block_size");

@@ -572,5 +572,19 @@ TEST_F(WriteReadCli, ACacheLargerThanMemoryIsRefusedWithItsSize) {
   EXPECT_NE(r.err.find(") does not fit in host memory"), std::string::npos) << r.err;
 }
 
+// A file that is not safetensors is refused from its first 8 bytes, whatever its size: here 64 GiB
+// (sparse) under a 4 GB address-space limit, which reading it first would not survive.
+TEST_F(WriteReadCli, AHugeFileThatIsNotSafetensorsIsRefusedFromItsHeader) {
+  const fs::path big = dir_ / "big.safetensors";
+  std::ofstream(big) << "XXXXXXXX";
+  std::error_code ec;
+  fs::resize_file(big, uint64_t{64} << 30, ec);
+  if (ec) GTEST_SKIP() << "no sparse 64 GiB file here: " << ec.message();
+  const test::CliResult r = kvq("write " + config_.string() + " --input " + big.string() +
+                                    " --output " + path("c.safetensors"),
+                                "ulimit -v 4000000; ");
+  expect_failure(r, 2, big.string() + ": header length 6365935209750747224 exceeds the limit of ");
+}
+
 }  // namespace
 }  // namespace kvq

@@ -247,6 +247,11 @@ std::vector<Malformed> malformed_cases() {
        "a second YAML document: expected one config per file"},
       {"null_value", kCacheHead + "  num_blocks:\n", 3, 3,
        "expected a positive integer, found nothing"},
+      // Text from the file is shown escaped and cut short: one line, whatever the file holds.
+      {"scalar_with_a_newline", kCacheHead + "  num_blocks: \"4\\nkvq: c.yaml: ok\"\n", 3, 15,
+       "expected a positive integer, found '4\\nkvq: c.yaml: ok'"},
+      {"long_unknown_key", kCacheHead + kGeometry + "  " + std::string(200, 'k') + ": 1\n", 7, 3,
+       "unknown key '" + std::string(64, 'k') + "...' in 'cache'"},
   };
 }
 

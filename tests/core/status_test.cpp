@@ -44,4 +44,21 @@ TEST(Status, ThrowIfErrorRoundTrips) {
 }
 
 }  // namespace
+// Text from files and users in messages: control bytes escaped, cut at a character boundary.
+TEST(MessageText, EscapesControlBytesAndCutsAtACharacter) {
+  EXPECT_EQ(message_text("key"), "key");
+  EXPECT_EQ(message_text("a\nb\tc\rd\x01\x7f"), "a\\nb\\tc\\rd\\x01\\x7f");
+  EXPECT_EQ(message_text(std::string(65, 'x')), std::string(64, 'x') + "...");
+  EXPECT_EQ(message_text(std::string(64, 'x')), std::string(64, 'x'));
+  // "\xc3\xa9" is one character: a cut at byte 3 would split it, so it comes at byte 2.
+  EXPECT_EQ(message_text("ab\xc3\xa9"
+                         "cd",
+                         3),
+            "ab...");
+  EXPECT_EQ(message_text("ab\xc3\xa9"
+                         "cd",
+                         4),
+            "ab\xc3\xa9...");
+}
+
 }  // namespace kvq

@@ -263,8 +263,30 @@ TEST(SafetensorsErrors, HeaderOver100MB) {
 
 TEST(SafetensorsErrors, BadJson) {
   expect_invalid(file_bytes(R"({"a":)", {}), "f.st: header is not valid JSON: ");
-  expect_invalid(file_bytes("[1, 2]", {}), "f.st: header: expected a JSON object");
-  expect_invalid(file_bytes("\xff\xfe", {}), "f.st: header is not valid JSON: ");
+  expect_invalid(file_bytes("{\xff\xfe}", {}), "f.st: header is not valid JSON: ");
+}
+
+// The format's header is a JSON object from its first byte. nlohmann alone would skip a UTF-8
+// byte-order mark and leading spaces, which the reference reader refuses.
+TEST(SafetensorsErrors, HeaderNotStartingWithABrace) {
+  expect_invalid(file_bytes("[1, 2]", {}),
+                 "f.st: header starts with byte 0x5b: expected '{' (a JSON object, nothing before "
+                 "it)");
+  expect_invalid(file_bytes("\xef\xbb\xbf{}", {}), "f.st: header starts with byte 0xef: ");
+  expect_invalid(file_bytes(" {}", {}), "f.st: header starts with byte 0x20: ");
+  expect_invalid(file_bytes("", {}), "f.st: header starts with nothing: ");
+}
+
+// Names and words from the file are shown escaped and cut short: a name cannot forge a second
+// line of output or flood it.
+TEST(SafetensorsErrors, NamesInMessagesAreEscapedAndCut) {
+  expect_invalid(
+      file_bytes(R"({"a\nkvq: fine":{"dtype":"X8","shape":[1],"data_offsets":[0,1]}})", {0}),
+      "f.st: tensor 'a\\nkvq: fine': dtype 'X8' is not supported");
+  const std::string long_name(100'000, 'n');
+  expect_invalid(
+      file_bytes("{\"" + long_name + R"(":{"dtype":"X8","shape":[1],"data_offsets":[0,1]}})", {0}),
+      "f.st: tensor '" + std::string(64, 'n') + "...': dtype 'X8' is not supported");
 }
 
 // The parser would stop at a NUL and never see what follows it (here a second, different entry).
@@ -280,7 +302,7 @@ TEST(SafetensorsErrors, NestingDeeperThanTheFormat) {
   expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[[1]],"data_offsets":[0,1]}})", {0}),
                  "f.st: header nests deeper than a safetensors header (3 levels)");
   // A megabyte of brackets is refused at the fourth, not parsed into a million nested arrays.
-  expect_invalid(file_bytes(std::string(1'000'000, '['), {}),
+  expect_invalid(file_bytes("{\"a\":" + std::string(1'000'000, '['), {}),
                  "f.st: header nests deeper than a safetensors header (3 levels)");
   expect_invalid(file_bytes(R"({"__metadata__":{"a":{"b":[1]}}})", {}),
                  "f.st: header nests deeper than a safetensors header (3 levels)");
@@ -313,6 +335,8 @@ TEST(SafetensorsErrors, BadShapes) {
                  "f.st: tensor 'w': shape[0] = -1: expected a non-negative integer");
   expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[1.5],"data_offsets":[0,1]}})", {0}),
                  "f.st: tensor 'w': shape[0] = 1.5: expected a non-negative integer");
+  expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":[-0],"data_offsets":[0,1]}})", {0}),
+                 "f.st: tensor 'w': shape[0] = -0: expected a non-negative integer");
   expect_invalid(file_bytes(R"({"w":{"dtype":"U8","shape":2,"data_offsets":[0,1]}})", {0}),
                  "f.st: tensor 'w': shape: expected an array");
   expect_invalid(

@@ -5,6 +5,7 @@
 // 256 * block_size 16)".
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include "kvq/core/export.h"
@@ -23,6 +24,11 @@ enum class ErrorCode : int32_t {
 };
 
 KVQ_API const char* error_code_name(ErrorCode code) noexcept;
+
+// Text from a file or a user (a tensor name, a YAML scalar) as a message shows it: control bytes
+// escaped (\n, \t, \xNN), cut after `max_bytes` at a UTF-8 character boundary with "..." added.
+// Messages are one line: a hostile name can neither forge a second line nor flood the terminal.
+KVQ_API std::string message_text(std::string_view text, std::size_t max_bytes = 64);
 
 class KVQ_API Status {
  public:
