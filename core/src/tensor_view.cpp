@@ -21,10 +21,25 @@ std::string TensorView::describe() const {
 
 std::pair<uintptr_t, uintptr_t> TensorView::byte_range() const {
   if (numel() == 0 || data == nullptr) return {0, 0};
+  // A reach past 64 bits would wrap below `data`: such a view may touch any byte.
+  constexpr std::pair<uintptr_t, uintptr_t> kAnywhere{0, UINTPTR_MAX};
   int64_t last = 0;
-  for (int d = 0; d < ndim; ++d) last += (shape[d] - 1) * strides[d];
+  for (int d = 0; d < ndim; ++d) {
+    int64_t step = 0;
+    if (__builtin_mul_overflow(shape[d] - 1, strides[d], &step) ||
+        __builtin_add_overflow(last, step, &last)) {
+      return kAnywhere;
+    }
+  }
   const auto begin = reinterpret_cast<uintptr_t>(data);
-  return {begin, begin + static_cast<uintptr_t>((last + 1) * dtype_size(dtype))};
+  uint64_t bytes = 0;
+  uintptr_t end = 0;
+  if (last < 0 ||
+      __builtin_mul_overflow(static_cast<uint64_t>(last) + 1, dtype_size(dtype), &bytes) ||
+      __builtin_add_overflow(begin, bytes, &end)) {
+    return kAnywhere;
+  }
+  return {begin, end};
 }
 
 bool TensorView::elements_overlap() const {

@@ -118,6 +118,23 @@ TEST(TensorView, EmptyStridedViewHasAnEmptyByteRange) {
   EXPECT_EQ(v.byte_range(), (std::pair<uintptr_t, uintptr_t>{0, 0}));
 }
 
+// A stride that takes the view past 64 bits wraps around memory: its element 1 may sit at any
+// address, below its data pointer too (here: on `cache`). The range is then all of memory, so
+// share_memory cannot be fooled by the wrap (a review found a slot mapping built this way that
+// let the CPU writer overwrite the cache it checked against).
+TEST(TensorView, AByteRangePast64BitsIsAllOfMemory) {
+  alignas(16) int64_t cache[8] = {};
+  alignas(16) int64_t after[8] = {};
+  TensorView wrapping = make_view(after, DType::i64, {2});
+  // element 1 at after + stride * 8 bytes == cache (mod 2^64)
+  const uint64_t delta = reinterpret_cast<uintptr_t>(cache) - reinterpret_cast<uintptr_t>(after);
+  wrapping.strides[0] = static_cast<int64_t>((delta / 8) | (uint64_t{1} << 61));
+  EXPECT_EQ(wrapping.byte_range(), (std::pair<uintptr_t, uintptr_t>{0, UINTPTR_MAX}));
+  EXPECT_TRUE(share_memory(wrapping, make_view(cache, DType::i64, {8})));
+  TensorView big_shape = make_view(after, DType::i64, {INT64_MAX});
+  EXPECT_EQ(big_shape.byte_range(), (std::pair<uintptr_t, uintptr_t>{0, UINTPTR_MAX}));
+}
+
 TEST(TensorView, ElementsOverlap) {
   float buf[1] = {};
   TensorView v = make_view(buf, DType::f32, {4, 2, 8});

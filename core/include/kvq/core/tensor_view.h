@@ -61,7 +61,9 @@ struct TensorView {
   KVQ_API std::string describe() const;
 
   // The bytes the view can touch, [first, one past the last) ({0, 0} with no elements), for
-  // non-negative strides. Pointer arithmetic only: fine for device views too.
+  // non-negative strides. Pointer arithmetic only: fine for device views too. A view whose reach
+  // overflows 64 bits gets {0, UINTPTR_MAX}: it may touch anything, so it shares memory with
+  // every other view (share_memory) and cannot slip past that check by wrapping around.
   KVQ_API std::pair<uintptr_t, uintptr_t> byte_range() const;
   // Whether two of its elements may share memory, for non-negative strides: a 0 stride on a
   // dimension of size > 1, or a stride that does not step past everything the smaller strides
