@@ -56,6 +56,8 @@ TEST(GpuWriterSlots, OutOfRangeAndNegativeSlotsAreSkippedAndCounted) {
     EXPECT_EQ(count, 2 * expected_out_of_range);
     ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
     EXPECT_EQ(count, 0) << "take_out_of_range_slots must reset the counter";
+    const Status null_count = writer->take_out_of_range_slots(nullptr);
+    EXPECT_EQ(null_count.code(), ErrorCode::invalid_argument) << null_count.message();
     ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
   }
 }

@@ -1,5 +1,6 @@
 // Bad writes: each is refused with its exact message, and the cache is left bit-for-bit as it was
 // (the bad value sits after good tokens, so a writer that wrote as it checked would be caught).
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -202,6 +203,47 @@ TEST_F(BadWrite, DevicesStridesAndAliasing) {
                  "slot_mapping and cache share memory: expected separate buffers");
 }
 
+// Found by review: views the checks above passed but whose use was undefined or out of bounds.
+TEST_F(BadWrite, NegativeSizesMisalignmentAndWrappingViews) {
+  args.key.shape[0] = args.value.shape[0] = args.slot_mapping.shape[0] = -5;
+  expect_refused(ErrorCode::invalid_argument, "key.shape[0] = -5: expected >= 0");
+  args.key.shape[0] = args.value.shape[0] = args.slot_mapping.shape[0] = kTokens;
+  args.slot_mapping.data = reinterpret_cast<uint8_t*>(slots.data()) + 4;
+  args.slot_mapping.shape[0] = kTokens - 1;
+  args.key.shape[0] = args.value.shape[0] = kTokens - 1;
+  expect_refused(ErrorCode::invalid_argument,
+                 fmt::format("slot_mapping: data pointer {} is not aligned to its 8-byte elements",
+                             args.slot_mapping.data));
+  args = WriteArgs{};
+  SetUp();
+  // A slot view whose element 1 lies, past 2^64 bytes, on the cache: refused before any slot is
+  // read (the CPU writer once validated the slot there, then wrote over it).
+  const uint64_t delta =
+      reinterpret_cast<uintptr_t>(cache.data()) - reinterpret_cast<uintptr_t>(slots.data());
+  args.slot_mapping = make_view(slots.data(), DType::i64, {2});
+  args.slot_mapping.strides[0] = static_cast<int64_t>((delta / 8) + (uint64_t{1} << 61));
+  args.key.shape[0] = args.value.shape[0] = 2;
+  expect_refused(ErrorCode::invalid_argument,
+                 "slot_mapping and cache share memory: expected separate buffers");
+}
+
+TEST_F(BadWrite, ScalePointersAreAlignedAndOutsideTheCache) {
+  alignas(8) float scales[2] = {1.0f, 1.0f};
+  args.k_scale_ptr = reinterpret_cast<const float*>(reinterpret_cast<uint8_t*>(scales) + 2);
+  expect_refused(ErrorCode::invalid_argument,
+                 fmt::format("*k_scale_ptr: data pointer {} is not aligned to its 4-byte elements",
+                             static_cast<const void*>(args.k_scale_ptr)));
+  const float one = 1.0f;
+  std::memcpy(cache.data() + 64, &one, sizeof one);
+  before = cache;
+  args.k_scale_ptr = reinterpret_cast<const float*>(cache.data() + 64);
+  expect_refused(ErrorCode::invalid_argument,
+                 "*k_scale_ptr and cache share memory: expected separate buffers");
+  args.k_scale_ptr = &scales[0];
+  const Status s = writer.write(args);
+  EXPECT_TRUE(s.is_ok()) << s.message();
+}
+
 TEST(BadBackendOptions, DeviceThreadsAndLayout) {
   auto o = test::options_for(4, 16, 2, 64);
   o.device = Device::cuda(0);
@@ -280,6 +322,11 @@ TEST_F(BadRead, Refusals) {
   args.value = make_view(value_and_slots.data(), DType::f32, {4, kHeads, kHeadSize});
   expect_refused(ErrorCode::invalid_argument,
                  "value and slot_mapping share memory: expected separate buffers");
+}
+
+TEST_F(BadRead, NegativeTokenCountIsRefused) {
+  args.slot_mapping.shape[0] = args.key.shape[0] = args.value.shape[0] = -5;
+  expect_refused(ErrorCode::invalid_argument, "slot_mapping.shape[0] = -5: expected >= 0");
 }
 
 TEST_F(BadRead, ScalesFollowTheWritersRule) {

@@ -170,6 +170,7 @@ Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
 }
 
 Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
+  if (count == nullptr) return {ErrorCode::invalid_argument, "count: null pointer"};
   return catch_as_status([&] {
     std::lock_guard<std::mutex> lock(take_mutex_);
     const int ordinal = info_.ordinal;

@@ -28,6 +28,9 @@ void check_ndim(const TensorView& v, const char* name, int ndim, const char* dim
     bad(fmt::format("{}: {}: expected {} dimension{} {}", name, v.describe(), ndim,
                     ndim == 1 ? "" : "s", dims));
   }
+  for (int d = 0; d < ndim; ++d) {
+    if (v.shape[d] < 0) bad(fmt::format("{}.shape[{}] = {}: expected >= 0", name, d, v.shape[d]));
+  }
 }
 
 void check_size(const TensorView& v, const char* name, int dim, int64_t expected,
@@ -51,6 +54,10 @@ void check_data(const TensorView& v, const char* name) {
   if (v.data == nullptr && v.numel() > 0) {
     bad(fmt::format("{}: {} has no data (null pointer)", name, v.describe()));
   }
+  if (reinterpret_cast<uintptr_t>(v.data) % dtype_size(v.dtype) != 0) {
+    bad(fmt::format("{}: data pointer {} is not aligned to its {}-byte elements", name, v.data,
+                    dtype_size(v.dtype)));
+  }
 }
 
 void check_disjoint(const TensorView& a, const char* a_name, const TensorView& b,
@@ -60,7 +67,16 @@ void check_disjoint(const TensorView& a, const char* a_name, const TensorView& b
   }
 }
 
-float check_scale(float value, const float* ptr, const char* name) {
+// A scale given by pointer is read here, once: it must be one aligned f32 outside the cache (the
+// CUDA backend reads it while it writes the cache, and refuses the same).
+float check_scale(float value, const float* ptr, const char* name, const TensorView& cache) {
+  if (ptr != nullptr) {
+    const TensorView one = make_view(const_cast<float*>(ptr), DType::f32, {1});
+    check_data(one, name);
+    if (share_memory(one, cache)) {
+      bad(fmt::format("{} and cache share memory: expected separate buffers", name));
+    }
+  }
   const float s = ptr ? *ptr : value;
   if (!nvfp4_scale_usable(s)) bad(fmt::format("{} = {}: {}", name, s, kNvfp4ScaleRule));
   return s;
@@ -87,17 +103,21 @@ void check_cache(const TensorView& cache, const Nvfp4LayoutDesc& d) {
   check_data(cache, "cache");
 }
 
-void check_slot_mapping(const TensorView& slots, int64_t num_tokens, const Nvfp4LayoutDesc& d,
-                        bool unique) {
+void check_slot_view(const TensorView& slots, int64_t num_tokens, const char* tokens_of) {
   check_host(slots, "slot_mapping");
   check_ndim(slots, "slot_mapping", 1, "[num_tokens]");
   if (slots.dtype != DType::i64 && slots.dtype != DType::i32) {
     bad(fmt::format("slot_mapping: dtype {}: expected i64 or i32", dtype_name(slots.dtype)));
   }
-  check_size(slots, "slot_mapping", 0, num_tokens, "num_tokens of key");
+  check_size(slots, "slot_mapping", 0, num_tokens, tokens_of);
   check_strides(slots, "slot_mapping");
   check_data(slots, "slot_mapping");
+}
 
+// The values, read only once check_slot_view and the memory checks have passed (a view that
+// wraps around memory onto another buffer is refused before any element is read).
+void check_slot_values(const TensorView& slots, int64_t num_tokens, const Nvfp4LayoutDesc& d,
+                       bool unique) {
   const int64_t capacity = d.num_blocks * d.block_size;
   for (int64_t i = 0; i < num_tokens; ++i) {
     const int64_t slot = slot_at(slots, i);
@@ -141,14 +161,17 @@ CheckedWrite check_write(const WriteArgs& a, const Nvfp4LayoutDesc& d) {
   }
   check_size(a.value, "value", 0, num_tokens, "num_tokens of key");
   check_cache(a.cache, d);
-  check_slot_mapping(a.slot_mapping, num_tokens, d, /*unique=*/true);
-  CheckedWrite out;
-  out.num_tokens = num_tokens;
-  out.k_scale = check_scale(a.k_scale, a.k_scale_ptr, a.k_scale_ptr ? "*k_scale_ptr" : "k_scale");
-  out.v_scale = check_scale(a.v_scale, a.v_scale_ptr, a.v_scale_ptr ? "*v_scale_ptr" : "v_scale");
+  check_slot_view(a.slot_mapping, num_tokens, "num_tokens of key");
   check_disjoint(a.key, "key", a.cache, "cache");
   check_disjoint(a.value, "value", a.cache, "cache");
   check_disjoint(a.slot_mapping, "slot_mapping", a.cache, "cache");
+  check_slot_values(a.slot_mapping, num_tokens, d, /*unique=*/true);
+  CheckedWrite out;
+  out.num_tokens = num_tokens;
+  out.k_scale =
+      check_scale(a.k_scale, a.k_scale_ptr, a.k_scale_ptr ? "*k_scale_ptr" : "k_scale", a.cache);
+  out.v_scale =
+      check_scale(a.v_scale, a.v_scale_ptr, a.v_scale_ptr ? "*v_scale_ptr" : "v_scale", a.cache);
   return out;
 }
 
@@ -156,7 +179,7 @@ int64_t check_read(const ReadArgs& a, const Nvfp4LayoutDesc& d) {
   check_cache(a.cache, d);
   check_ndim(a.slot_mapping, "slot_mapping", 1, "[num_tokens]");
   const int64_t num_tokens = a.slot_mapping.shape[0];
-  check_slot_mapping(a.slot_mapping, num_tokens, d, /*unique=*/false);
+  check_slot_view(a.slot_mapping, num_tokens, "num_tokens of slot_mapping");
   for (const auto& [v, name] : {std::pair{a.key, "key"}, std::pair{a.value, "value"}}) {
     check_rows(v, name, d);
     if (v.dtype != DType::f32) {
@@ -174,8 +197,9 @@ int64_t check_read(const ReadArgs& a, const Nvfp4LayoutDesc& d) {
     check_disjoint(v, name, a.slot_mapping, "slot_mapping");
   }
   check_disjoint(a.key, "key", a.value, "value");
-  (void)check_scale(a.k_scale, nullptr, "k_scale");
-  (void)check_scale(a.v_scale, nullptr, "v_scale");
+  check_slot_values(a.slot_mapping, num_tokens, d, /*unique=*/false);
+  (void)check_scale(a.k_scale, nullptr, "k_scale", a.cache);
+  (void)check_scale(a.v_scale, nullptr, "v_scale", a.cache);
   return num_tokens;
 }
 
