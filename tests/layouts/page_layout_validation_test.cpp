@@ -2,6 +2,7 @@
 // key in Error::key() and the rule (and the value found) in its message.
 #include <gtest/gtest.h>
 
+#include <bit>
 #include <limits>
 #include <string>
 
@@ -68,7 +69,8 @@ TEST(PageLayoutValidation, SwizzledScalesNeedBlockSizeMultipleOf4) {
 }
 
 // The quantizer multiplies by 1 / scale: a scale whose reciprocal is infinite (subnormal, below
-// about 2.94e-39) would turn an all-zero group into NaN bytes.
+// about 2.94e-39) would turn an all-zero group into NaN bytes; one whose reciprocal's reciprocal
+// is infinite (the 3 largest floats) would zero every group's data.
 TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
   CacheSpec s = base();
   s.k_scale = 1e-40f;
@@ -83,7 +85,13 @@ TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
   EXPECT_FALSE(nvfp4_scale_usable(-1.0f));
   EXPECT_FALSE(nvfp4_scale_usable(std::numeric_limits<float>::infinity()));
   EXPECT_FALSE(nvfp4_scale_usable(std::numeric_limits<float>::quiet_NaN()));
-  EXPECT_TRUE(nvfp4_scale_usable(std::numeric_limits<float>::max()));  // 1 / max is subnormal
+  // At the top, 1 / k_scale is a subnormal whose reciprocal overflows for the 3 largest floats:
+  // their groups would get a scale byte over all-zero data.
+  EXPECT_FALSE(nvfp4_scale_usable(std::numeric_limits<float>::max()));
+  EXPECT_FALSE(nvfp4_scale_usable(std::bit_cast<float>(0x7F7FFFFDu)));
+  EXPECT_TRUE(nvfp4_scale_usable(std::bit_cast<float>(0x7F7FFFFCu)));  // 3.4028229e38
+  s.v_scale = std::numeric_limits<float>::max();
+  expect_refused(s, "cache.v_scale", "v_scale = 3.4028235e+38: " + std::string(kNvfp4ScaleRule));
 }
 
 TEST(PageLayoutValidation, HeadSizeMustBeAMultipleOf16) {

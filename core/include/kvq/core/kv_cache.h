@@ -22,7 +22,7 @@ struct WriteArgs {
   TensorView value;         // [num_tokens, num_kv_heads, head_size] same dtype as key
   TensorView slot_mapping;  // [num_tokens] i64 | i32: block * block_size + offset; < 0 pads; unique
   TensorView cache;         // [num_blocks, page_bytes] u8, contiguous, apart from every input
-  float k_scale = 1.0f;     // dequantization scales, > 0 with a finite reciprocal ...
+  float k_scale = 1.0f;     // dequantization scales, > 0, see kNvfp4ScaleRule ...
   float v_scale = 1.0f;
   const float* k_scale_ptr = nullptr;  // ... or, when set, one f32 each on the writer's device
   const float* v_scale_ptr = nullptr;  //     (read by the kernel: a write can sit in a CUDA graph)

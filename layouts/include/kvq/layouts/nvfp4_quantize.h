@@ -31,18 +31,23 @@ KVQ_HD float nvfp4_global_scale(float k_scale) {
   return detail::div_rn(1.0f, k_scale);
 }
 
-// Whether a dequantization scale can be used: finite, > 0, and with a finite reciprocal. Below
-// about 2.94e-39 (subnormal), 1 / k_scale is infinite and an all-zero group would quantize to NaN
-// bytes (inf * 0) instead of zeros. Every check of a host scale says kNvfp4ScaleRule.
+// Whether a dequantization scale can be used: finite, > 0, with a finite reciprocal `global`
+// whose own reciprocal (step 4's 1 / global) is finite too. Below about 2.94e-39 (subnormal),
+// 1 / k_scale is infinite and an all-zero group would quantize to NaN bytes (inf * 0) instead of
+// zeros; within a few ulps of FLT_MAX, global is a subnormal whose reciprocal is infinite, and
+// every group would get a non-zero scale byte over all-zero data. Every check of a host scale
+// says kNvfp4ScaleRule.
 KVQ_HD bool nvfp4_scale_usable(float k_scale) {
   constexpr uint32_t kExponent = 0x7F800000u;
+  const auto finite = [](float f) { return (detail::float_to_bits(f) & kExponent) != kExponent; };
   const uint32_t bits = detail::float_to_bits(k_scale);  // > 0 and finite: 0 < bits < kExponent
-  return bits > 0 && bits < kExponent &&
-         (detail::float_to_bits(nvfp4_global_scale(k_scale)) & kExponent) != kExponent;
+  if (bits == 0 || bits >= kExponent) return false;
+  const float global = nvfp4_global_scale(k_scale);
+  return finite(global) && finite(detail::div_rn(1.0f, global));
 }
 inline constexpr const char* kNvfp4ScaleRule =
-    "expected a finite value > 0 with a finite reciprocal (a dequantization scale, usually "
-    "amax / 448)";
+    "expected a finite value > 0 whose reciprocal and that reciprocal's reciprocal are finite "
+    "(a dequantization scale, usually amax / 448)";
 
 // Step 1, one element at a time: max(amax, |x|), a NaN x leaves amax as it was.
 KVQ_HD float nvfp4_amax(float amax, float x) {
