@@ -13,6 +13,7 @@ namespace kvq {
 namespace {
 
 constexpr double kWidth = 1200, kMargin = 20;
+constexpr uint64_t kZoomCells = 256;  // scale bytes drawn per side in the zoom
 constexpr const char* kRegionFill[4] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759"};
 constexpr const char* kTokenFill[8] = {"#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb",
                                        "#fcbba1", "#d9f0a3", "#fee391", "#d0d1e6"};
@@ -88,9 +89,10 @@ double draw_sides(Svg& svg, const PageLayout& layout, const std::vector<Region>&
       const double x = x0 + static_cast<double>(reg.offset - data.offset) * px_per_byte;
       const double w = static_cast<double>(reg.bytes) * px_per_byte;
       svg.rect(x, y + 16, w, 34, kRegionFill[2 * side + r], R"(stroke="#222" stroke-width="1")");
-      // heads / tokens inside the region
+      // heads / tokens inside the region, where they are at least 2 px apart (a geometry of
+      // 65536 heads would otherwise draw 65536 lines no eye can tell apart)
       const double uw = w / static_cast<double>(units);
-      for (int64_t u = 1; u < units; ++u) {
+      for (int64_t u = 1; u < units && uw >= 2; ++u) {
         svg.line(x + uw * static_cast<double>(u), y + 16, x + uw * static_cast<double>(u), y + 50,
                  "#ffffff", uw > 6 ? 1.0 : 0.4);
       }
@@ -142,19 +144,27 @@ double draw_zoom(Svg& svg, const PageLayout& layout, const std::vector<Region>& 
     std::map<uint64_t, Who> who;
     uint64_t first = UINT64_MAX, last = 0;
     for (int64_t t = 0; t < tokens; ++t) {
-      for (int64_t h = 0; h < g.num_kv_heads; ++h) {
-        for (int64_t s = 0; s < S; ++s) {
-          const uint64_t off = layout.scale_offset(static_cast<Side>(side), t, h, s);
-          who[off] = {t, h, s};
-          if (h == head) {
-            first = std::min(first, off);
-            last = std::max(last, off);
-          }
-        }
+      for (int64_t s = 0; s < S; ++s) {
+        const uint64_t off = layout.scale_offset(static_cast<Side>(side), t, head, s);
+        first = std::min(first, off);
+        last = std::max(last, off);
       }
     }
     first -= (first - reg.offset) % 4;  // start on a 32-bit word of the region
-    const uint64_t count = std::min<uint64_t>(last - first + 1, 256);
+    const uint64_t count = std::min<uint64_t>(last - first + 1, kZoomCells);
+    // The other heads' bytes among the drawn cells. Every arrangement keeps a head's S groups of
+    // one token within a few words, so only heads within kZoomCells / S (+2) of `head` can land in
+    // the window: the loop stays small for any geometry.
+    const int64_t reach = static_cast<int64_t>(kZoomCells) / S + 2;
+    for (int64_t t = 0; t < tokens; ++t) {
+      for (int64_t h = std::max<int64_t>(0, head - reach);
+           h <= std::min<int64_t>(g.num_kv_heads - 1, head + reach); ++h) {
+        for (int64_t s = 0; s < S; ++s) {
+          const uint64_t off = layout.scale_offset(static_cast<Side>(side), t, h, s);
+          if (off >= first && off < first + count) who[off] = {t, h, s};
+        }
+      }
+    }
     const double x0 = kMargin + static_cast<double>(side) * (col_w + 20);
     double yy = y + 22;
     svg.text(x0, yy,

@@ -9,6 +9,8 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <utility>
+#include <vector>
 
 namespace {
 
@@ -156,6 +158,28 @@ TEST(CmdLayout, SvgDrawsRegionsHeadsAndTheSwizzle) {
     at = next;
   }
   std::remove(out.c_str());
+}
+
+// The largest geometries a config may give draw a picture of bounded size, quickly: lines
+// closer than 2 px are left out and the zoom looks only at heads near the one it draws (a review
+// found 65536 x 65536 ran out of memory and a block of 2^20 NHD tokens wrote 373 MB).
+TEST(CmdLayout, SvgOfTheLargestGeometriesStaysSmall) {
+  const std::string dir = ::testing::TempDir();
+  for (const auto& [name, geometry] : std::vector<std::pair<std::string, std::string>>{
+           {"heads", "  block_size: 16\n  num_kv_heads: 65536\n  head_size: 65536\n"},
+           {"tokens",
+            "  block_size: 1048576\n  num_kv_heads: 1\n  head_size: 64\n  layout: {order: NHD}\n"},
+       }) {
+    const std::string config = dir + "kvq_layout_big_" + name + ".yaml";
+    const std::string out = dir + "kvq_layout_big_" + name + ".svg";
+    std::ofstream(config) << "cache:\n  format: nvfp4\n  num_blocks: 1\n" << geometry;
+    const KvqRun r = kvq("layout " + config + " --svg " + out);
+    ASSERT_EQ(r.status, 0) << r.output;
+    std::ifstream f(out, std::ios::ate);
+    EXPECT_LT(static_cast<int64_t>(f.tellg()), 1 << 20) << name;
+    std::remove(out.c_str());
+    std::remove(config.c_str());
+  }
 }
 
 }  // namespace
