@@ -32,7 +32,7 @@ cp "$out/.built.so" "$plugin"
 python3 - "$out" "$@" <<'PY' | tee "$out/ab.txt"
 import glob, json, os, sys
 out, specs = sys.argv[1], [s.split("=", 1)[0] for s in sys.argv[2:]]
-# (name, H, D, T) -> best median % of copy over rounds: write and read, direct and graph replay
+# (name, H, D, block size, T) -> best median % of copy over rounds: write and read, direct and graph replay
 best, graph, read, read_graph = {}, {}, {}, {}
 for name in specs:
     for f in sorted(glob.glob(os.path.join(out, f"{name}.*.json"))):
@@ -44,7 +44,8 @@ for name in specs:
         for c in doc.get("cases", []):
             if c.get("error") or not c.get("write"):
                 continue
-            k = (name, c["shape"]["num_kv_heads"], c["shape"]["head_size"], c["tokens"])
+            sh = c["shape"]  # 8x128 runs block sizes 16, 64 and 128: one row each
+            k = (name, sh["num_kv_heads"], sh["head_size"], c["block_size"], c["tokens"])
             best[k] = max(best.get(k, 0), c["write"]["percent_of_copy"])
             g = c["write"].get("graph")
             if g:
@@ -58,10 +59,10 @@ keys = sorted({k[1:] for k in best})
 for title, table in (("write, direct", best), ("write, graph", graph), ("read, direct", read),
                      ("read, graph", read_graph)):
     print(f"{title}, % of copy (best median of the rounds)")
-    print(f"{'H':>3} {'D':>4} {'T':>6} | " + " ".join(f"{n:>10}" for n in specs))
-    for h, d, t in keys:
-        print(f"{h:>3} {d:>4} {t:>6} | " +
-              " ".join(f"{table.get((n, h, d, t), float('nan')):10.1f}" for n in specs))
+    print(f"{'H':>3} {'D':>4} {'B':>4} {'T':>6} | " + " ".join(f"{n:>10}" for n in specs))
+    for h, d, b, t in keys:
+        print(f"{h:>3} {d:>4} {b:>4} {t:>6} | " +
+              " ".join(f"{table.get((n, h, d, b, t), float('nan')):10.1f}" for n in specs))
 PY
 # Packed beside OUTDIR, then moved in: tar exits 1 on a directory that changes while it reads it.
 tar -C "$out" -czf "$out.tgz" --exclude .built.so . && mv "$out.tgz" "$out/ab.tgz"

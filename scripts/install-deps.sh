@@ -14,6 +14,7 @@ packages=(
   nlohmann-json3-dev      # safetensors headers, JSON output
   libdlpack-dev           # DLTensor interchange
   python3 python3-matplotlib  # `kvq bench --plot`
+  python3-numpy           # examples/make_kv.py
   clang-format
 )
 

@@ -5,6 +5,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <random>
@@ -584,6 +585,29 @@ TEST_F(WriteReadCli, AHugeFileThatIsNotSafetensorsIsRefusedFromItsHeader) {
                                     " --output " + path("c.safetensors"),
                                 "ulimit -v 4000000; ");
   expect_failure(r, 2, big.string() + ": header length 6365935209750747224 exceeds the limit of ");
+}
+
+// The README's write and read commands on the file examples/make_kv.py makes (its default is
+// configs/nvfp4_sm100.yaml's geometry), through the reference backend.
+TEST_F(WriteReadCli, TheReadmeRecipeWritesAndReads) {
+  const fs::path script = source_ / "examples" / "make_kv.py";
+  const std::string made = path("kv.safetensors");
+  if (std::system("/usr/bin/python3 -c 'import numpy' 2>/dev/null") != 0) {
+    GTEST_SKIP() << "no /usr/bin/python3 with numpy (scripts/install-deps.sh installs it)";
+  }
+  ASSERT_EQ(
+      std::system(("/usr/bin/python3 " + script.string() + " " + made + " >/dev/null").c_str()), 0);
+  const std::string config = (source_ / "configs" / "nvfp4_sm100.yaml").string();
+  const test::CliResult w = kvq("write " + config + " --backend reference_cpu --input " + made +
+                                " --output " + path("cache.safetensors"));
+  ASSERT_EQ(w.status, 0) << w.err;
+  EXPECT_EQ(w.out.rfind(made + ": wrote 64 tokens (0 padding) with reference_cpu", 0), 0u) << w.out;
+  const test::CliResult r =
+      kvq("read " + config + " --backend reference_cpu --cache " + path("cache.safetensors") +
+          " --slot-mapping " + made + " --output " + path("kv_back.safetensors"));
+  ASSERT_EQ(r.status, 0) << r.err;
+  const SafetensorsFile back = SafetensorsFile::load(path("kv_back.safetensors"));
+  EXPECT_EQ(back.at("key").shape, (std::vector<int64_t>{64, 8, 128}));
 }
 
 }  // namespace
