@@ -253,6 +253,11 @@ class Parser {
     if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
       fail(n, key, fmt::format("expected {}, found {}", what, found(n)));
     }
+    if (s.size() > 1 && s[0] == '0') {  // 010: 10 here and in YAML 1.2, 8 in YAML 1.1 readers
+      fail(n, key,
+           fmt::format("expected {} without leading zeros, found {} (YAML 1.1 reads it as octal)",
+                       what, found(n)));
+    }
     if (v < lo || v > hi)
       fail(n, key, fmt::format("expected an integer in [{}, {}], found {}", lo, hi, v));
     return v;

@@ -250,6 +250,9 @@ std::vector<Malformed> malformed_cases() {
       // Text from the file is shown escaped and cut short: one line, whatever the file holds.
       {"scalar_with_a_newline", kCacheHead + "  num_blocks: \"4\\nkvq: c.yaml: ok\"\n", 3, 15,
        "expected a positive integer, found '4\\nkvq: c.yaml: ok'"},
+      {"leading_zero", kCacheHead + "  num_blocks: 010\n", 3, 15,
+       "cache.num_blocks: expected a positive integer without leading zeros, found '010' (YAML "
+       "1.1 reads it as octal)"},
       {"long_unknown_key", kCacheHead + kGeometry + "  " + std::string(200, 'k') + ": 1\n", 7, 3,
        "unknown key '" + std::string(64, 'k') + "...' in 'cache'"},
   };
