@@ -4,12 +4,13 @@
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
+#include <cerrno>
 #include <charconv>
 #include <cmath>
+#include <cstring>
 #include <fstream>
 #include <initializer_list>
 #include <limits>
-#include <sstream>
 #include <system_error>
 
 #include "kvq/core/logging.h"
@@ -351,18 +352,30 @@ Config load_config(const std::filesystem::path& file) {
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("{}: a folder: expected a YAML config file", file.string()));
   }
+  errno = 0;
   std::ifstream in(file, std::ios::binary);
   if (!in) {
-    throw Error(ErrorCode::io,
-                fmt::format("{}: cannot open config file ({})", file.string(),
-                            std::filesystem::exists(file) ? "permission denied" : "no such file"));
+    const int err = errno;  // what open(2) said; 0 where the library did not say
+    throw Error(ErrorCode::io, fmt::format("{}: cannot open config file ({})", file.string(),
+                                           err != 0                            ? std::strerror(err)
+                                           : std::filesystem::exists(file, ec) ? "cannot read it"
+                                                                               : "no such file"));
   }
-  std::ostringstream text;
-  text << in.rdbuf();
+  // A config is a few hundred bytes; a stream that goes on (/dev/zero, a wrong path to a
+  // checkpoint) is refused after kMaxConfigBytes, not read until memory runs out.
+  constexpr std::streamsize kMaxConfigBytes = std::streamsize{1} << 20;
+  std::string text(static_cast<size_t>(kMaxConfigBytes) + 1, '\0');
+  in.read(text.data(), kMaxConfigBytes + 1);
   if (in.bad()) {
     throw Error(ErrorCode::io, fmt::format("{}: cannot read the config file", file.string()));
   }
-  return parse_config(text.str(), file.string());
+  text.resize(static_cast<size_t>(in.gcount()));
+  if (text.size() > static_cast<size_t>(kMaxConfigBytes)) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{}: more than {} bytes: expected a YAML config file", file.string(),
+                            kMaxConfigBytes));
+  }
+  return parse_config(text, file.string());
 }
 
 }  // namespace kvq

@@ -133,6 +133,12 @@ TEST(Config, MissingFileIsIoError) {
                     "/nonexistent/kvq.yaml: cannot open config file");
 }
 
+// A stream that does not end is refused after 1 MiB (a config is a few hundred bytes).
+TEST(Config, EndlessStreamIsRefused) {
+  expect_load_error("/dev/zero", ErrorCode::invalid_argument,
+                    "/dev/zero: more than 1048576 bytes: expected a YAML config file");
+}
+
 TEST(Config, FolderIsAUsageError) {
   expect_load_error(testing::TempDir(), ErrorCode::invalid_argument,
                     ": a folder: expected a YAML config file");
