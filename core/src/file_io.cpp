@@ -42,8 +42,8 @@ int open_temporary(const std::filesystem::path& tmp, std::string* why) {
 
 // Whether `fd` is still the file at `path` (not renamed away by the writer that held it).
 bool still_at(int fd, const std::filesystem::path& path) {
-  struct stat open_file {
-  }, named{};
+  struct stat open_file {};
+  struct stat named {};
   return ::fstat(fd, &open_file) == 0 && ::stat(path.c_str(), &named) == 0 &&
          open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
 }
