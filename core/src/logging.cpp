@@ -11,11 +11,12 @@
 namespace kvq {
 namespace {
 
-constexpr std::array<std::string_view, 7> kLevels = {"trace", "debug", "info",   "warn",
-                                                     "error", "off",   "warning"};
+// The words config.md documents, and no others (spdlog's own parser also takes "warning", "err"
+// and "critical": a config that works here must mean the same to every reader of the docs).
+constexpr std::array<std::string_view, 6> kLevels = {"trace", "debug", "info",
+                                                     "warn",  "error", "off"};
 
 spdlog::level::level_enum parse_level(std::string_view word) {
-  if (word == "warning") return spdlog::level::warn;
   return spdlog::level::from_str(std::string(word));
 }
 

@@ -210,6 +210,9 @@ std::vector<Malformed> malformed_cases() {
        "cache.layout.order: expected HND or NHD, found 'HDN'"},
       {"unknown_log_level", kCacheHead + kGeometry + "log: {level: loud}\n", 7, 14,
        "log.level: expected trace, debug, info, warn, error or off, found 'loud'"},
+      // spdlog's own aliases are not config words (docs/config.md lists six).
+      {"spdlog_alias_log_level", kCacheHead + kGeometry + "log: {level: warning}\n", 7, 14,
+       "log.level: expected trace, debug, info, warn, error or off, found 'warning'"},
       {"bad_device", "device: gpu0\n" + kCacheHead + kGeometry, 1, 9,
        "device: expected auto, cpu or cuda:N, found 'gpu0'"},
       {"bad_backend_word", "backend: 'my backend'\n" + kCacheHead + kGeometry, 1, 10,
