@@ -405,6 +405,11 @@ TEST_F(DemoTest, BadTensorParallelOrDevicesExit2) {
   }
   EXPECT_EQ(run({"--config", cfg, "--tensor-parallel", "two"}).status, 2);
   EXPECT_EQ(run({"--config", cfg, "--tensor-parallel", "1.5"}).status, 2);
+  // Too large for any integer: refused as written, never echoed as a clamped 9223372036854775807.
+  const Outcome huge = run({"--config", cfg, "--tensor-parallel", "99999999999999999999999"});
+  EXPECT_EQ(huge.status, 2);
+  EXPECT_NE(huge.err.find("99999999999999999999999"), std::string::npos) << huge.err;
+  EXPECT_EQ(huge.err.find("9223372036854775807"), std::string::npos) << huge.err;
 
   Outcome r = run({"--config", cfg, "--tensor-parallel", "2", "--devices", "cpu"});
   EXPECT_EQ(r.status, 2);
