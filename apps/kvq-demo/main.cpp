@@ -42,8 +42,8 @@ int main(int argc, char** argv) {
       "kvq-demo"};
   std::string config_path, backend, json_path, seed_word, devices_word;
   bool verify = false, print_config = false, timeline = false;
-  int tensor_parallel =
-      1;  // int: CLI11 refuses what overflows it (an int64_t took 1e23 as INT64_MAX)
+  // An int, so CLI11 refuses a value that overflows it (an int64_t took 1e23 as INT64_MAX).
+  int tensor_parallel = 1;
   app.add_option("--config", config_path,
                  "YAML config (configs/*.yaml); without it, the embedded default")
       ->check(app::kNonEmpty);
