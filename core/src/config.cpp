@@ -140,8 +140,7 @@ class Parser {
     if (auto l = n["level"]) {
       cfg_.log.level = scalar(l, "log.level", "a log level");
       if (!is_log_level(cfg_.log.level)) {
-        fail(l, "log.level",
-             fmt::format("expected trace, debug, info, warn, error or off, found {}", found(l)));
+        fail(l, "log.level", fmt::format("expected {}, found {}", log_level_words(), found(l)));
       }
     }
   }

@@ -28,10 +28,7 @@ std::shared_ptr<spdlog::logger> make_logger() {
   if (const char* env = std::getenv("KVQ_LOG_LEVEL"); env && is_log_level(env)) {
     log->set_level(parse_level(env));
   } else if (env) {  // said once, when the logger is made; the config's level applies
-    log->warn(
-        "KVQ_LOG_LEVEL={}: not a log level (expected trace, debug, info, warn, error or "
-        "off); ignored",
-        env);
+    log->warn("KVQ_LOG_LEVEL={}: not a log level (expected {}); ignored", env, log_level_words());
   }
   return log;
 }
@@ -41,6 +38,18 @@ std::shared_ptr<spdlog::logger> make_logger() {
 spdlog::logger& logger() {
   static const std::shared_ptr<spdlog::logger> log = make_logger();
   return *log;
+}
+
+std::string_view log_level_words() {
+  static const std::string words = [] {
+    std::string w;
+    for (std::size_t i = 0; i < kLevels.size(); ++i) {
+      if (i > 0) w += i + 1 == kLevels.size() ? " or " : ", ";
+      w += kLevels[i];
+    }
+    return w;
+  }();
+  return words;
 }
 
 bool is_log_level(std::string_view level) {
@@ -53,8 +62,7 @@ bool is_log_level(std::string_view level) {
 void set_log_level(std::string_view level) {
   if (!is_log_level(level)) {
     throw Error(ErrorCode::invalid_argument,
-                "unknown log level '" + std::string(level) +
-                    "': expected trace, debug, info, warn, error or off");
+                fmt::format("unknown log level '{}': expected {}", level, log_level_words()));
   }
   if (const char* env = std::getenv("KVQ_LOG_LEVEL"); env && is_log_level(env)) level = env;
   logger().set_level(parse_level(level));

@@ -19,6 +19,9 @@ KVQ_API void set_log_level(std::string_view level);
 // True for the words set_log_level accepts.
 KVQ_API bool is_log_level(std::string_view level);
 
+// Those words for an error message: "trace, debug, info, warn, error or off".
+KVQ_API std::string_view log_level_words();
+
 }  // namespace kvq
 
 #define KVQ_LOG_TRACE(...) ::kvq::logger().trace(__VA_ARGS__)
