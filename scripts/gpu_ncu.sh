@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
-# Hardware counters for one write and one read launch of the main shape (H=8, D=128, T=65536,
-# block_size 16), on the GPU machine:   scripts/gpu_ncu.sh OUTDIR
+# Hardware counters for one write and one read launch of one shape (default the main one: H=8,
+# D=128, T=65536, block_size 16), on the GPU machine:   scripts/gpu_ncu.sh OUTDIR
 # Answers "memory- or instruction-bound?": DRAM throughput and bytes against the minimum the
-# bench counts, and how busy the ALU/FMA pipes and the issue slots were.
+# bench counts, how busy the ALU/FMA pipes and the issue slots were, and (a second pass) how long
+# a warp stalled on what. Env: KVQ_NCU_KERNELS (default both), KVQ_NCU_SHAPE, KVQ_NCU_TOKENS.
 set -uo pipefail
 out=${1:?usage: gpu_ncu.sh OUTDIR}
 mkdir -p "$out"
@@ -14,12 +15,17 @@ sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,\
 sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,\
 sm__inst_executed.sum,launch__registers_per_thread,launch__grid_size
-# KVQ_NCU_KERNELS: which kernels (default both).
+stalls=smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio,\
+smsp__average_warp_latency_issue_stalled_lg_throttle.ratio,\
+smsp__average_warp_latency_issue_stalled_drain.ratio,smsp__average_warp_latency_issue_stalled_wait.ratio
 for kernel in ${KVQ_NCU_KERNELS:-nvfp4_write_kernel nvfp4_read_kernel}; do
-  timeout 120 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-skip 3 \
-    --launch-count 1 --metrics "$metrics" \
-    build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 --shapes 8x128 \
-    --tokens 65536 --iterations 5 > "$out/ncu_$kernel.txt" 2>&1
-  echo "ncu $kernel rc=$?"
-  grep -E "^\s+(gpu__|dram__|sm__|lts__)" "$out/ncu_$kernel.txt"
+  for pass in metrics stalls; do
+    timeout 120 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-skip 3 \
+      --launch-count 1 --metrics "${!pass}" \
+      build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 \
+      --shapes "${KVQ_NCU_SHAPE:-8x128}" --tokens "${KVQ_NCU_TOKENS:-65536}" --iterations 5 \
+      > "$out/ncu_${kernel}_$pass.txt" 2>&1
+    echo "ncu $kernel $pass rc=$?"
+    grep -E "^\s+(gpu__|dram__|sm__|lts__|smsp__)" "$out/ncu_${kernel}_$pass.txt"
+  done
 done
