@@ -383,6 +383,41 @@ TEST_F(WritePlanTest, UnalignedCacheNarrowsTheDataStores) {
   EXPECT_EQ(desc_.page.data_access_bytes, 1);
 }
 
+// The common-path kernels compile out the device-scale load, __frcp_rn's slow path, the 64-bit
+// slot division and the narrow stores: a write that needs any of them must not get them.
+TEST_F(WritePlanTest, CommonPathOnlyWhereNoGeneralPathIsNeeded) {
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.common_path, 1);
+  bars_.pair_min_items = 0;  // two groups a thread: their 16-byte data stores count
+  ASSERT_TRUE(plan().is_ok());
+  ASSERT_EQ(desc_.groups_per_thread, 2);
+  EXPECT_EQ(desc_.common_path, 1);
+  args_.cache.data = static_cast<char*>(args_.cache.data) + 8;  // pairs only 8-byte aligned
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.common_path, 0);
+  args_.cache.data = static_cast<char*>(args_.cache.data) - 8;
+  bars_.pair_min_items = 540672;
+  args_.cache.data = static_cast<char*>(args_.cache.data) + 4;  // 4-byte data stores
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.common_path, 0);
+  args_.cache.data = static_cast<char*>(args_.cache.data) - 4;
+  args_.v_scale_ptr = static_cast<const float*>(addr(0x80000));  // a device scale
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.common_path, 0);
+  args_.v_scale_ptr = nullptr;
+  args_.k_scale = 3e-38f;  // a divisor outside the reciprocal window
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.common_path, 0);
+  args_.k_scale = 1.0f;
+  addressing_.slots_fit_u31 = 0;  // a cache of more than 2^31 slots: 64-bit slot division
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.common_path, 0);
+  addressing_.slots_fit_u31 = 1;
+  args_.slot_mapping = make_view(addr(0x30000), DType::i32, {5}, kDev);  // i32 slots: still common
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.common_path, 1);
+}
+
 // A kernel must not read what it writes: no input inside the cache; reader outputs apart from
 // the cache, the slots and each other, and no output element written twice. Refused before any
 // launch (reference_cpu makes the same checks with the same messages).

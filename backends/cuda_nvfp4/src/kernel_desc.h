@@ -122,10 +122,13 @@ struct WriteKernelDesc {
   //   early_trigger      1: the next kernel may launch before this grid's programmatic-launch
   //                      wait rather than after it: one side a thread, writes of at most
   //                      early_max_items
+  //   common_path        1: the write needs none of the kernel's general paths, so it runs a
+  //                      kernel compiled without their run-time tests (common_path_holds)
   int32_t groups_per_thread;
   int32_t sides_per_thread;
   int32_t streaming_loads;
   int32_t early_trigger;
+  int32_t common_path;
   // The two-group kernel's item order (split_write_item): rows (token, head) in runs of
   // 2^run_log2 consecutive tokens of one head for tokens [0, run_tokens), so that a warp's items
   // are one run and its page bytes land together in HND pages; the reader's (token, head) order
@@ -133,6 +136,7 @@ struct WriteKernelDesc {
   // kernels always take the reader's order.
   uint32_t run_log2;
   uint32_t run_tokens;  // a multiple of 2^run_log2
+  int32_t pad_;         // 0: no byte of the struct is left unset (a descriptor is reused)
 };
 
 // The writer's item order (run_log2 above): in a run, row = ((run * H + head) << run_log2) |
@@ -153,6 +157,18 @@ KVQ_HD ItemIndex split_write_item(const WriteKernelDesc& d, uint32_t item) {
     ix.token = d.run_tokens + t;
   }
   return ix;
+}
+
+// Whether a planned write is the common case that the common-path kernels assume: both scales
+// host values whose step-4 divisors stay in the reciprocal window (fast_reciprocal), a cache of at
+// most 2^31 slots (32-bit slot division) and data runs aligned for one store a unit
+// (data_access_bytes = 8 x groups_per_thread). Those kernels hold no device-scale load, no
+// __frcp_rn slow path, no 64-bit slot division and no narrow stores, and none of the uniform tests
+// that choose them: 6-9% fewer instructions issued a thread (docs/perf-notes.md, v35).
+KVQ_HD bool common_path_holds(const WriteKernelDesc& d) {
+  return d.scale_ptr[0] == nullptr && d.scale_ptr[1] == nullptr && d.fast_reciprocal[0] != 0 &&
+         d.fast_reciprocal[1] != 0 && d.page.slots_fit_u31 != 0 &&
+         d.page.data_access_bytes == 8 * d.groups_per_thread;
 }
 
 // The write sizes (in items) where the thread mapping changes, from the kernels' occupancy on

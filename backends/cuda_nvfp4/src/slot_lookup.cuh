@@ -26,10 +26,11 @@ __device__ __forceinline__ int64_t load_slot(const void* slots, int32_t slots_ar
   return load_slot_at(slot_address(slots, slots_are_i64, token), slots_are_i64);
 }
 
-// For 0 <= slot < num_slots.
+// For 0 <= slot < num_slots. kFitsU31: the caller knows p.slots_fit_u31 (no run-time test).
+template <bool kFitsU31 = false>
 __device__ __forceinline__ void split_slot(const PageAddressing& p, int64_t slot, uint64_t& page,
                                            uint32_t& token_in_page) {
-  if (p.slots_fit_u31) {
+  if (kFitsU31 || p.slots_fit_u31) {
     uint32_t q, r;
     p.block_div.divmod(static_cast<uint32_t>(slot), q, r);
     page = q;

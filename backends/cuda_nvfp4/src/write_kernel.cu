@@ -11,7 +11,8 @@
 // One-group writes of up to one wave (as many items as the one-group grid holds resident) prefetch
 // their inputs and slots into L2 before the programmatic-launch wait (v12-v13, v18) and load them
 // evict-first (v11); one-side writes of up to one block per SM let the next kernel launch before
-// that wait (v13).
+// that wait (v13). Every kernel comes twice: for any write, and for the common case
+// (common_path_holds, kernel_desc.h), compiled without the general paths' run-time tests (v35).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
 // of data rows; every byte is read once and written once (two groups a thread: the rows of
 // padding and out-of-range slots are not read at all).
@@ -158,8 +159,8 @@ __device__ __forceinline__ bool load_unit(const WriteKernelDesc& d, const UnitPl
 }
 
 // Quantizes one unit and stores its bytes (one group a thread: nothing for padding, out-of-range
-// slots counted; two groups: load_unit has done that).
-template <InputType In, bool kUseHwE2m1, int G, int kSides>
+// slots counted; two groups: load_unit has done that). kCommon: d.common_path holds.
+template <InputType In, bool kUseHwE2m1, int G, int kSides, bool kCommon>
 __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const UnitPlan<kSides>& p,
                                            int side0, const Unit<In, G, kSides>& u,
                                            const float (&global)[kSides],
@@ -179,20 +180,21 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const UnitP
   }
   uint64_t page_index;
   uint32_t t;
-  split_slot(d.page, u.slot, page_index, t);
+  split_slot<kCommon>(d.page, u.slot, page_index, t);
   uint8_t* page = d.cache + page_index * d.page.page_bytes;
+  const int access = kCommon ? 8 * G : d.page.data_access_bytes;
 
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
     const SideAddressing& a = d.page.side[side0 + s];
     uint8_t* data = page + a.data_offset(t, p.ix.head, p.ix.group);
-    if (G == 2 && d.page.data_access_bytes >= 16) {
+    if (G == 2 && access >= 16) {
       __stcs(reinterpret_cast<uint4*>(data), make_uint4(q[s][0].data[0], q[s][0].data[1],
                                                         q[s][G - 1].data[0], q[s][G - 1].data[1]));
     } else {
 #pragma unroll
       for (int k = 0; k < G; ++k) {
-        store_data(data + 8 * k, q[s][k].data[0], q[s][k].data[1], d.page.data_access_bytes);
+        store_data(data + 8 * k, q[s][k].data[0], q[s][k].data[1], access);
       }
     }
     uint32_t gq, gr;
@@ -216,7 +218,7 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const UnitP
   }
 }
 
-template <InputType In, bool kUseHwE2m1, int G, int kSides, bool kStream, bool kEarly>
+template <InputType In, bool kUseHwE2m1, int G, int kSides, bool kStream, bool kEarly, bool kCommon>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
     nvfp4_write_kernel(const __grid_constant__ WriteKernelDesc d) {
   const uint32_t thread = blockIdx.x * blockDim.x + threadIdx.x;
@@ -276,12 +278,14 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   Unit<In, G, kSides> u;
   if (!load_unit<In, G, kSides, kStream>(d, plan, side0, &u)) return;
   float global[kSides], inv_global[kSides];
-  bool fast_rcp = true;
+  bool fast_rcp = true;  // kCommon: a constant, and step 4's __frcp_rn compiles away
 #pragma unroll
   for (int s = 0; s < kSides; ++s) {
     const int side = side0 + s;
-    fast_rcp = fast_rcp && d.fast_reciprocal[side] != 0;  // host scales: decided by plan_write
-    if (d.scale_ptr[side] != nullptr) {
+    if constexpr (!kCommon) {
+      fast_rcp = fast_rcp && d.fast_reciprocal[side] != 0;  // host scales: decided by plan_write
+    }
+    if (!kCommon && d.scale_ptr[side] != nullptr) {
       global[s] = __frcp_rn(__ldg(d.scale_ptr[side]));  // nvfp4_global_scale: 1 / scale
       inv_global[s] = __frcp_rn(global[s]);
       fast_rcp = fast_rcp && reciprocal_window_holds(inv_global[s]);
@@ -290,17 +294,18 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
       inv_global[s] = d.inv_global_scale[side];
     }
   }
-  write_unit<In, kUseHwE2m1, G, kSides>(d, plan, side0, u, global, inv_global, fast_rcp);
+  write_unit<In, kUseHwE2m1, G, kSides, kCommon>(d, plan, side0, u, global, inv_global, fast_rcp);
 }
 
 // How a kernel maps items to threads and when it triggers the next launch: the descriptor's
-// groups_per_thread, sides_per_thread, streaming_loads and early_trigger. plan_write picks one of
-// kMappings.
+// groups_per_thread, sides_per_thread, streaming_loads and early_trigger (plan_write picks one of
+// kMappings); and whether it is compiled for the common case (common_path).
 struct Mapping {
   int groups;
   int sides;
   bool streaming;
   bool early_trigger;
+  bool common = false;
 };
 constexpr Mapping kMappings[] = {{2, 2, false, false},
                                  {1, 2, false, false},
@@ -308,26 +313,34 @@ constexpr Mapping kMappings[] = {{2, 2, false, false},
                                  {1, 1, true, false},
                                  {1, 1, true, true}};
 
+template <class Kernel>
+const void* as_entry(Kernel* k) {
+  return reinterpret_cast<const void*>(k);
+}
+
 // The kernel for (input, hardware E2M1, mapping). f32 input runs one group a thread: two would
 // hold 16 16-byte loads in flight per thread, past a 64-register budget. One side a thread
 // always streams (its writes are below the streaming bar); only it triggers early.
-template <InputType In, bool kUseHwE2m1>
-const void* kernel_for(Mapping m) {
+template <InputType In, bool kUseHwE2m1, bool kCommon>
+const void* mapped_kernel(Mapping m) {
   if constexpr (In != InputType::f32) {
     if (m.groups == 2) {
-      return reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false, false>);
+      return as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false, false, kCommon>);
     }
   }
   if (m.sides == 1) {
     return m.early_trigger
-               ? reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, true>)
-               : reinterpret_cast<const void*>(
-                     nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, false>);
+               ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, true, kCommon>)
+               : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, false, kCommon>);
   }
-  return m.streaming
-             ? reinterpret_cast<const void*>(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false>)
-             : reinterpret_cast<const void*>(
-                   nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false, false>);
+  return m.streaming ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false, kCommon>)
+                     : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false, false, kCommon>);
+}
+
+template <InputType In, bool kUseHwE2m1>
+const void* kernel_for(Mapping m) {
+  return m.common ? mapped_kernel<In, kUseHwE2m1, true>(m)
+                  : mapped_kernel<In, kUseHwE2m1, false>(m);
 }
 
 const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
@@ -344,7 +357,10 @@ const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
   return use_hw_e2m1 ? kernel_for<InputType::f32, true>(m) : kernel_for<InputType::f32, false>(m);
 }
 
-// The threads of a 16-bit kernel the whole GPU holds at once (one wave), from its occupancy.
+// The threads of a 16-bit kernel the whole GPU holds at once (one wave), from its occupancy. The
+// bars below ask the common-path kernels, which most writes run; the general ones are compiled
+// under the same __launch_bounds__ and, for the two mappings asked, with as many registers (64
+// and 48 on sm_90a; cuobjdump -res-usage).
 cudaError_t resident_threads(bool use_hw_e2m1, Mapping m, uint64_t sms, uint64_t* threads) {
   int blocks_per_sm = 0;
   const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -383,9 +399,10 @@ LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
                     CUstream_st* stream, int ordinal) noexcept {
-  const void* kernel = write_kernel(input, desc.use_hw_e2m1 != 0,
-                                    Mapping{desc.groups_per_thread, desc.sides_per_thread,
-                                            desc.streaming_loads != 0, desc.early_trigger != 0});
+  const void* kernel =
+      write_kernel(input, desc.use_hw_e2m1 != 0,
+                   Mapping{desc.groups_per_thread, desc.sides_per_thread, desc.streaming_loads != 0,
+                           desc.early_trigger != 0, desc.common_path != 0});
   return launch_programmatic("write kernel", kernel, &desc, sizeof desc, shape.blocks,
                              shape.threads, stream, ordinal);
 }
@@ -402,12 +419,15 @@ int write_kernel_loadable(std::string* detail) noexcept {
 
 int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) noexcept {
   for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
-    for (const Mapping& m : kMappings) {
+    for (Mapping m : kMappings) {
       if (input == InputType::f32 && m.groups == 2) continue;  // f32 has no two-group kernel
-      cudaFuncAttributes attr{};
-      if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, m));
-          err != cudaSuccess) {
-        return err;
+      for (bool common : {false, true}) {
+        m.common = common;
+        cudaFuncAttributes attr{};
+        if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, m));
+            err != cudaSuccess) {
+          return err;
+        }
       }
     }
   }
@@ -419,7 +439,8 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // bar sits at 540,672 items.
   const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
   uint64_t pair_threads = 0;
-  if (cudaError_t err = resident_threads(use_hw_e2m1, {2, 2, false, false}, sms, &pair_threads);
+  if (cudaError_t err =
+          resident_threads(use_hw_e2m1, {2, 2, false, false, true}, sms, &pair_threads);
       err != cudaSuccess) {
     return err;
   }
@@ -440,7 +461,7 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // The 16-bit kernel's wave (5 blocks of 256 an SM: 168,960 items on the H200; f32's holds 4);
   // one-group items = threads.
   if (cudaError_t err =
-          resident_threads(use_hw_e2m1, {1, 2, true, false}, sms, &bars->stream_max_items);
+          resident_threads(use_hw_e2m1, {1, 2, true, false, true}, sms, &bars->stream_max_items);
       err != cudaSuccess) {
     return err;
   }

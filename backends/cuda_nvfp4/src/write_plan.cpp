@@ -332,6 +332,7 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.early_trigger = d.sides_per_thread == 1 && items <= bars.early_max_items ? 1 : 0;
   d.page.data_access_bytes =
       data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
+  d.common_path = common_path_holds(d) ? 1 : 0;
   // Token runs (split_write_item) where the reader's order scatters a two-group warp's stores:
   // in HND pages, when its 64 / S rows are as many different heads of one token (H >= 64 / S),
   // each row's 8S data bytes a part of a line in its own head's region (S < 16). A run of 64 / S
@@ -348,6 +349,7 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
     d.run_tokens = static_cast<uint32_t>(tokens) >> d.run_log2 << d.run_log2;
   }
   d.out_of_range = nullptr;
+  d.pad_ = 0;
   switch (args.key.dtype) {
     case DType::bf16: *input = InputType::bf16; break;
     case DType::f16: *input = InputType::f16; break;
