@@ -383,20 +383,27 @@ TEST_F(WritePlanTest, UnalignedCacheNarrowsTheDataStores) {
   EXPECT_EQ(desc_.page.data_access_bytes, 1);
 }
 
-// The common-path kernels compile out the device-scale load, __frcp_rn's slow path, the 64-bit
-// slot division and the narrow stores: a write that needs any of them must not get them.
+// The common-path kernel compiles out the device-scale load, __frcp_rn's slow path, the 64-bit
+// slot division and the narrow stores: a write that needs any of them must not get it, and only
+// the one-wave mapping of one group and both sides a thread has one.
 TEST_F(WritePlanTest, CommonPathOnlyWhereNoGeneralPathIsNeeded) {
+  bars_ = {540672, 0, 168960, 0};  // both sides a thread, streaming
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.common_path, 1);
-  bars_.pair_min_items = 0;  // two groups a thread: their 16-byte data stores count
-  ASSERT_TRUE(plan().is_ok());
-  ASSERT_EQ(desc_.groups_per_thread, 2);
-  EXPECT_EQ(desc_.common_path, 1);
-  args_.cache.data = static_cast<char*>(args_.cache.data) + 8;  // pairs only 8-byte aligned
+  bars_.stream_max_items = 0;  // past one wave: read-only loads
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.common_path, 0);
-  args_.cache.data = static_cast<char*>(args_.cache.data) - 8;
+  bars_.stream_max_items = 168960;
+  bars_.pair_min_items = 0;  // two groups a thread
+  ASSERT_TRUE(plan().is_ok());
+  ASSERT_EQ(desc_.groups_per_thread, 2);
+  EXPECT_EQ(desc_.common_path, 0);
   bars_.pair_min_items = 540672;
+  bars_.split_max_items = 33792;  // one side a thread
+  ASSERT_TRUE(plan().is_ok());
+  ASSERT_EQ(desc_.sides_per_thread, 1);
+  EXPECT_EQ(desc_.common_path, 0);
+  bars_.split_max_items = 0;
   args_.cache.data = static_cast<char*>(args_.cache.data) + 4;  // 4-byte data stores
   ASSERT_TRUE(plan().is_ok());
   EXPECT_EQ(desc_.common_path, 0);

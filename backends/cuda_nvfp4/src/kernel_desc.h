@@ -122,8 +122,8 @@ struct WriteKernelDesc {
   //   early_trigger      1: the next kernel may launch before this grid's programmatic-launch
   //                      wait rather than after it: one side a thread, writes of at most
   //                      early_max_items
-  //   common_path        1: the write needs none of the kernel's general paths, so it runs a
-  //                      kernel compiled without their run-time tests (common_path_holds)
+  //   common_path        1: a one-wave write that needs none of the kernel's general paths runs
+  //                      a kernel compiled without their run-time tests (common_path_holds)
   int32_t groups_per_thread;
   int32_t sides_per_thread;
   int32_t streaming_loads;
@@ -159,16 +159,17 @@ KVQ_HD ItemIndex split_write_item(const WriteKernelDesc& d, uint32_t item) {
   return ix;
 }
 
-// Whether a planned write is the common case that the common-path kernels assume: both scales
-// host values whose step-4 divisors stay in the reciprocal window (fast_reciprocal), a cache of at
-// most 2^31 slots (32-bit slot division) and data runs aligned for one store a unit
-// (data_access_bytes = 8 x groups_per_thread). Those kernels hold no device-scale load, no
-// __frcp_rn slow path, no 64-bit slot division and no narrow stores, and none of the uniform tests
-// that choose them: 6-9% fewer instructions issued a thread (docs/perf-notes.md, v35).
+// Whether a planned write runs the common-path kernel: a one-wave write of one group and both
+// sides a thread with streaming loads (decode and the mid sizes up to one wave), both scales host
+// values whose step-4 divisors stay in the reciprocal window (fast_reciprocal), a cache of at most
+// 2^31 slots (32-bit slot division) and 8-byte aligned data runs. That kernel holds no
+// device-scale load, no __frcp_rn slow path, no 64-bit slot division and no narrow stores, and
+// none of the uniform tests that choose them. Only this mapping has one: on an H100 it is 1-4%
+// faster there, and the other mappings' common kernels were 1-4% slower (v35-v36, perf-notes).
 KVQ_HD bool common_path_holds(const WriteKernelDesc& d) {
-  return d.scale_ptr[0] == nullptr && d.scale_ptr[1] == nullptr && d.fast_reciprocal[0] != 0 &&
-         d.fast_reciprocal[1] != 0 && d.page.slots_fit_u31 != 0 &&
-         d.page.data_access_bytes == 8 * d.groups_per_thread;
+  return d.groups_per_thread == 1 && d.sides_per_thread == 2 && d.streaming_loads != 0 &&
+         d.scale_ptr[0] == nullptr && d.scale_ptr[1] == nullptr && d.fast_reciprocal[0] != 0 &&
+         d.fast_reciprocal[1] != 0 && d.page.slots_fit_u31 != 0 && d.page.data_access_bytes == 8;
 }
 
 // The write sizes (in items) where the thread mapping changes, from the kernels' occupancy on

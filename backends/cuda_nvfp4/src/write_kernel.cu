@@ -11,8 +11,9 @@
 // One-group writes of up to one wave (as many items as the one-group grid holds resident) prefetch
 // their inputs and slots into L2 before the programmatic-launch wait (v12-v13, v18) and load them
 // evict-first (v11); one-side writes of up to one block per SM let the next kernel launch before
-// that wait (v13). Every kernel comes twice: for any write, and for the common case
-// (common_path_holds, kernel_desc.h), compiled without the general paths' run-time tests (v35).
+// that wait (v13). The one-wave kernel of both sides a thread comes twice: for any write, and
+// for the common case (common_path_holds, kernel_desc.h), compiled without the general paths'
+// run-time tests (v36).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
 // of data rows; every byte is read once and written once (two groups a thread: the rows of
 // padding and out-of-range slots are not read at all).
@@ -320,27 +321,22 @@ const void* as_entry(Kernel* k) {
 
 // The kernel for (input, hardware E2M1, mapping). f32 input runs one group a thread: two would
 // hold 16 16-byte loads in flight per thread, past a 64-register budget. One side a thread
-// always streams (its writes are below the streaming bar); only it triggers early.
-template <InputType In, bool kUseHwE2m1, bool kCommon>
-const void* mapped_kernel(Mapping m) {
+// always streams (its writes are below the streaming bar); only it triggers early. Only the
+// one-wave mapping of both sides a thread has a common-path kernel (common_path_holds).
+template <InputType In, bool kUseHwE2m1>
+const void* kernel_for(Mapping m) {
   if constexpr (In != InputType::f32) {
     if (m.groups == 2) {
-      return as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false, false, kCommon>);
+      return as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false, false, false>);
     }
   }
   if (m.sides == 1) {
-    return m.early_trigger
-               ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, true, kCommon>)
-               : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, false, kCommon>);
+    return m.early_trigger ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, true, false>)
+                           : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, false, false>);
   }
-  return m.streaming ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false, kCommon>)
-                     : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false, false, kCommon>);
-}
-
-template <InputType In, bool kUseHwE2m1>
-const void* kernel_for(Mapping m) {
-  return m.common ? mapped_kernel<In, kUseHwE2m1, true>(m)
-                  : mapped_kernel<In, kUseHwE2m1, false>(m);
+  if (!m.streaming) return as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false, false, false>);
+  return m.common ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false, true>)
+                  : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false, false>);
 }
 
 const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
@@ -358,9 +354,8 @@ const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
 }
 
 // The threads of a 16-bit kernel the whole GPU holds at once (one wave), from its occupancy. The
-// bars below ask the common-path kernels, which most writes run; the general ones are compiled
-// under the same __launch_bounds__ and, for the two mappings asked, with as many registers (64
-// and 48 on sm_90a; cuobjdump -res-usage).
+// streaming bar below asks the common-path kernel; the general one is compiled under the same
+// __launch_bounds__ with as many registers (48 on sm_90a; cuobjdump -res-usage).
 cudaError_t resident_threads(bool use_hw_e2m1, Mapping m, uint64_t sms, uint64_t* threads) {
   int blocks_per_sm = 0;
   const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
@@ -421,7 +416,7 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
     for (Mapping m : kMappings) {
       if (input == InputType::f32 && m.groups == 2) continue;  // f32 has no two-group kernel
-      for (bool common : {false, true}) {
+      for (bool common : {false, m.groups == 1 && m.sides == 2 && m.streaming}) {
         m.common = common;
         cudaFuncAttributes attr{};
         if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, m));
@@ -439,8 +434,7 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // bar sits at 540,672 items.
   const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
   uint64_t pair_threads = 0;
-  if (cudaError_t err =
-          resident_threads(use_hw_e2m1, {2, 2, false, false, true}, sms, &pair_threads);
+  if (cudaError_t err = resident_threads(use_hw_e2m1, {2, 2, false, false}, sms, &pair_threads);
       err != cudaSuccess) {
     return err;
   }
