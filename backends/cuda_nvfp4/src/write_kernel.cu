@@ -308,11 +308,10 @@ struct Mapping {
   bool early_trigger;
   bool common = false;
 };
-constexpr Mapping kMappings[] = {{2, 2, false, false},
-                                 {1, 2, false, false},
-                                 {1, 2, true, false},
-                                 {1, 1, true, false},
-                                 {1, 1, true, true}};
+constexpr Mapping kMappings[] = {
+    {2, 2, false, false},      {1, 2, false, false}, {1, 2, true, false},
+    {1, 2, true, false, true}, {1, 1, true, false},  {1, 1, true, true},
+};
 
 template <class Kernel>
 const void* as_entry(Kernel* k) {
@@ -414,15 +413,12 @@ int write_kernel_loadable(std::string* detail) noexcept {
 
 int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) noexcept {
   for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
-    for (Mapping m : kMappings) {
+    for (const Mapping& m : kMappings) {
       if (input == InputType::f32 && m.groups == 2) continue;  // f32 has no two-group kernel
-      for (bool common : {false, m.groups == 1 && m.sides == 2 && m.streaming}) {
-        m.common = common;
-        cudaFuncAttributes attr{};
-        if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, m));
-            err != cudaSuccess) {
-          return err;
-        }
+      cudaFuncAttributes attr{};
+      if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, m));
+          err != cudaSuccess) {
+        return err;
       }
     }
   }
