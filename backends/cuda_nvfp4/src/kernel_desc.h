@@ -164,9 +164,10 @@ KVQ_HD ItemIndex split_write_item(const WriteKernelDesc& d, uint32_t item) {
 // values whose step-4 divisors stay in the reciprocal window (fast_reciprocal), a cache of at most
 // 2^31 slots (32-bit slot division) and 8-byte aligned data runs. That kernel holds no
 // device-scale load, no __frcp_rn slow path, no 64-bit slot division and no narrow stores, and
-// none of the uniform tests that choose them. Only this mapping has one: on an H100 it measured
-// 1-4% faster in three of four such writes (0.6% slower in the fourth), and the other mappings'
-// common kernels 1-4% slower (docs/perf-notes.md, v35 and v36).
+// none of the uniform tests that choose them. Only this mapping has one: in graph replay it
+// measured 3-4% faster for decode 32x128 T = 256 and 1x128 T = 16384 on the H200 and an H100,
+// 0 to 2.4% slower for 4x128 and 8x64 at T = 4096; the other mappings' common kernels were 1-4%
+// slower (docs/perf-notes.md, v35 and v36).
 KVQ_HD bool common_path_holds(const WriteKernelDesc& d) {
   return d.groups_per_thread == 1 && d.sides_per_thread == 2 && d.streaming_loads != 0 &&
          d.scale_ptr[0] == nullptr && d.scale_ptr[1] == nullptr && d.fast_reciprocal[0] != 0 &&
