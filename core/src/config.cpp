@@ -328,7 +328,7 @@ Config parse_config(std::string_view yaml, const std::string& source) {
     if (!documents.empty()) root = documents[0];
   } catch (const YAML::Exception& e) {
     Mark m = e.mark.is_null() ? Mark{1, 1} : Mark{e.mark.line + 1, e.mark.column + 1};
-    throw ConfigError(source, m, "", "YAML syntax error: " + e.msg);
+    throw ConfigError(source, m, "", "YAML syntax error: " + message_text(e.msg, 160));
   }
   Parser(cfg).parse_root(root);
   return cfg;

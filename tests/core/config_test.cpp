@@ -4,6 +4,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <fstream>
 #include <string>
@@ -264,6 +265,10 @@ std::vector<Malformed> malformed_cases() {
        "1.1 reads it as octal)"},
       {"long_unknown_key", kCacheHead + kGeometry + "  " + std::string(200, 'k') + ": 1\n", 7, 3,
        "unknown key '" + std::string(64, 'k') + "...' in 'cache'"},
+      // yaml-cpp's own message quotes the byte: escaped, so that the file cannot drive the
+      // terminal.
+      {"syntax_control_byte", "cache:\n  format: \"a\\\x1b[31mRED\"\n", 2, 15,
+       "YAML syntax error: unknown escape character: \\x1b"},
   };
 }
 
@@ -284,6 +289,9 @@ TEST_P(ConfigMalformed, NamesLineColumnAndKey) {
         0u)
         << what;
     EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_TRUE(std::none_of(what.begin(), what.end(), [](char c) {
+      return static_cast<unsigned char>(c) < 0x20;
+    })) << what;  // one line, and nothing a terminal would act on
   }
 }
 
