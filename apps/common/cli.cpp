@@ -1,5 +1,6 @@
 #include "cli.h"
 
+#include <csignal>
 #include <cstdio>
 #include <iostream>
 #include <utility>
@@ -35,6 +36,10 @@ CheckedConfig check_layout(Config cfg) {
 }  // namespace
 
 int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
+  // Past a file size limit (ulimit -f), write(2) then fails with EFBIG, which write_file_atomically
+  // reports, removing its temporary file; the default action of SIGXFSZ would kill the process
+  // mid-write and leave FILE.tmp behind.
+  std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -4,7 +4,6 @@
 #include <fmt/ranges.h>
 
 #include <array>
-#include <cmath>
 #include <cstdlib>
 #include <cstring>
 #include <new>
@@ -12,6 +11,7 @@
 
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/status.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::app {
 namespace {
@@ -28,10 +28,10 @@ std::optional<float> recorded_scale(const SafetensorsFile& f, const char* key) {
   const std::string& text = it->second;
   char* end = nullptr;
   const float value = std::strtof(text.c_str(), &end);
-  if (text.empty() || end != text.c_str() + text.size() || !std::isfinite(value) ||
-      !(value > 0.0f)) {
-    bad(fmt::format("{}: __metadata__ {} = '{}': expected a finite number > 0", f.source(), key,
-                    text));
+  // The writer's own rule, checked here so that a bad recorded scale names this file and not the
+  // one a read takes its slots from (load_cache_file has matched the config's format, nvfp4).
+  if (text.empty() || end != text.c_str() + text.size() || !nvfp4_scale_usable(value)) {
+    bad(fmt::format("{}: __metadata__ {} = '{}': {}", f.source(), key, text, kNvfp4ScaleRule));
   }
   return value;
 }

@@ -56,6 +56,12 @@ std::filesystem::path temporary_path_for(const std::filesystem::path& file) {
 
 bool write_file_atomically(const std::filesystem::path& file, std::span<const std::byte> bytes,
                            const std::function<bool()>& cancelled) {
+  return write_file_atomically(file, std::span(&bytes, 1), cancelled);
+}
+
+bool write_file_atomically(const std::filesystem::path& file,
+                           std::span<const std::span<const std::byte>> pieces,
+                           const std::function<bool()>& cancelled) {
   const std::filesystem::path tmp = temporary_path_for(file);
   const auto is_cancelled = [&] { return cancelled && cancelled(); };
   if (is_cancelled()) return false;
@@ -85,28 +91,34 @@ bool write_file_atomically(const std::filesystem::path& file, std::span<const st
     ::close(fd);
     fail(tmp, "truncate it", err);
   }
-  std::size_t done = 0;
-  while (done < bytes.size()) {
-    if (is_cancelled()) break;
-    const std::size_t chunk = std::min(bytes.size() - done, kFileWriteChunkBytes);
-    const ssize_t n = ::write(fd, bytes.data() + done, chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int err = errno;
-      ::close(fd);
-      fail(tmp, "write it", err);
+  bool whole = true;  // false once cancelled
+  for (const std::span<const std::byte> bytes : pieces) {
+    std::size_t done = 0;
+    while (whole && done < bytes.size()) {
+      if (is_cancelled()) {
+        whole = false;
+        break;
+      }
+      const std::size_t chunk = std::min(bytes.size() - done, kFileWriteChunkBytes);
+      const ssize_t n = ::write(fd, bytes.data() + done, chunk);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) {
+        const int err = errno;
+        ::close(fd);
+        fail(tmp, "write it", err);
+      }
+      done += static_cast<std::size_t>(n);
     }
-    done += static_cast<std::size_t>(n);
   }
   // On disk before the rename, so that a power loss cannot leave FILE renamed but empty; close
   // reports the errors of a delayed write (NFS, a full disk on some file systems).
-  if (done == bytes.size() && ::fsync(fd) != 0) {
+  if (whole && ::fsync(fd) != 0) {
     const int err = errno;
     ::close(fd);
     fail(tmp, "write it", err);
   }
-  if (::close(fd) != 0 && done == bytes.size()) fail(tmp, "write it", errno);
-  if (done < bytes.size()) {  // cancelled
+  if (::close(fd) != 0 && whole) fail(tmp, "write it", errno);
+  if (!whole) {  // cancelled
     ::unlink(tmp.c_str());
     return false;
   }
@@ -142,17 +154,31 @@ void check_writable(const std::filesystem::path& file, std::string_view what) {
   if (!existed) ::unlink(tmp.c_str());
 }
 
+namespace {
+
+bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
+  std::error_code ec;  // equivalent() fails when either file is missing: compare the names then
+  return std::filesystem::equivalent(a, b, ec) ||
+         std::filesystem::absolute(a, ec).lexically_normal() ==
+             std::filesystem::absolute(b, ec).lexically_normal();
+}
+
+}  // namespace
+
 void check_distinct(const std::filesystem::path& output, std::string_view output_what,
                     const std::filesystem::path& input, std::string_view input_what) {
   if (input.empty()) return;
-  std::error_code ec;  // equivalent() fails when either file is missing: compare the names then
-  const bool same = std::filesystem::equivalent(output, input, ec) ||
-                    std::filesystem::absolute(output, ec).lexically_normal() ==
-                        std::filesystem::absolute(input, ec).lexically_normal();
-  if (same) {
+  if (same_file(output, input)) {
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("{} {}: is the {} file: expected a different file", output_what,
                             output.string(), input_what));
+  }
+  // OUT.tmp is truncated and renamed over OUT: an input by that name would be destroyed.
+  if (const auto tmp = temporary_path_for(output); same_file(tmp, input)) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{} {}: writes through {}, which is the {} file: expected an output "
+                            "whose FILE.tmp is not an input",
+                            output_what, output.string(), tmp.string(), input_what));
   }
 }
 

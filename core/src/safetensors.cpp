@@ -4,11 +4,14 @@
 #include <fmt/ranges.h>
 
 #include <algorithm>
+#include <array>
 #include <cstring>
 #include <fstream>
+#include <limits>
 #include <new>
 #include <nlohmann/json.hpp>
 #include <set>
+#include <span>
 #include <system_error>
 
 #include "kvq/core/file_io.h"
@@ -437,33 +440,36 @@ const SafetensorsTensor& SafetensorsFile::at(std::string_view name) const {
 
 namespace {
 
-// Appends the elements of a host view in row-major order (a gather when it is not contiguous).
-void append_elements(std::vector<uint8_t>& out, const TensorView& v) {
+// A host view's elements in row-major order: its own memory when contiguous, else gathered into
+// `scratch`.
+std::span<const std::byte> elements_of(const TensorView& v, std::vector<uint8_t>& scratch) {
   const auto elem = static_cast<size_t>(dtype_size(v.dtype));
   const int64_t n = v.numel();
-  if (n == 0) return;
+  if (n == 0) return {};
   const auto* base = static_cast<const uint8_t*>(v.data);
   if (v.is_contiguous()) {
-    out.insert(out.end(), base, base + static_cast<size_t>(n) * elem);
-    return;
+    return std::as_bytes(std::span(base, static_cast<size_t>(n) * elem));
   }
+  scratch.resize(static_cast<size_t>(n) * elem);
+  uint8_t* out = scratch.data();
   std::array<int64_t, TensorView::kMaxDims> index{};
   for (int64_t i = 0; i < n; ++i) {
     int64_t offset = 0;
     for (int d = 0; d < v.ndim; ++d) offset += index[d] * v.strides[d];
-    const uint8_t* p = base + offset * static_cast<int64_t>(elem);
-    out.insert(out.end(), p, p + elem);
+    std::memcpy(out + static_cast<size_t>(i) * elem, base + offset * static_cast<int64_t>(elem),
+                elem);
     for (int d = v.ndim - 1; d >= 0; --d) {
       if (++index[d] < v.shape[d]) break;
       index[d] = 0;
     }
   }
+  return std::as_bytes(std::span(scratch));
 }
 
-}  // namespace
-
-std::vector<uint8_t> serialize_safetensors(const std::vector<NamedTensor>& tensors,
-                                           const std::map<std::string, std::string>& metadata) {
+// What precedes the tensors' bytes: the header's length (8 bytes, little-endian) and the JSON
+// header, padded with spaces so that the data starts 8-byte aligned. Checks every tensor.
+std::vector<uint8_t> header_bytes(const std::vector<NamedTensor>& tensors,
+                                  const std::map<std::string, std::string>& metadata) {
   json header = json::object();
   if (!metadata.empty()) header[std::string(kMetadataKey)] = metadata;
   std::set<std::string> names;
@@ -484,7 +490,14 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<NamedTensor>& tenso
     for (int d = 0; d < v.ndim; ++d) {
       if (v.shape[d] < 0) bad(fmt::format("shape[{}] = {}: expected >= 0", d, v.shape[d]));
       shape.push_back(v.shape[d]);
-      bytes *= static_cast<uint64_t>(v.shape[d]);
+      const auto size = static_cast<uint64_t>(v.shape[d]);
+      if (size != 0 && bytes > std::numeric_limits<uint64_t>::max() / size) {
+        bad("its size in bytes overflows 64 bits");
+      }
+      bytes *= size;
+    }
+    if (bytes > std::numeric_limits<uint64_t>::max() - offset) {
+      bad("the file's size in bytes overflows 64 bits");
     }
     if (bytes > 0 && v.data == nullptr) bad("null data");
     header[name] = {{"dtype", std::string(safetensors_dtype_name(v.dtype))},
@@ -499,20 +512,48 @@ std::vector<uint8_t> serialize_safetensors(const std::vector<NamedTensor>& tenso
     throw Error(ErrorCode::invalid_argument,
                 fmt::format("safetensors header cannot be written: {}", e.what()));
   }
-  text.append((8 - text.size() % 8) % 8, ' ');  // the data then starts 8-byte aligned
+  text.append((8 - text.size() % 8) % 8, ' ');
 
-  std::vector<uint8_t> out(kLengthBytes);
-  out.reserve(kLengthBytes + text.size() + offset);
+  std::vector<uint8_t> out(kLengthBytes + text.size());
   write_u64_le(out.data(), text.size());
-  out.insert(out.end(), text.begin(), text.end());
-  for (const auto& t : tensors) append_elements(out, t.view);
+  std::memcpy(out.data() + kLengthBytes, text.data(), text.size());
+  return out;
+}
+
+}  // namespace
+
+std::vector<uint8_t> serialize_safetensors(const std::vector<NamedTensor>& tensors,
+                                           const std::map<std::string, std::string>& metadata) {
+  std::vector<uint8_t> out = header_bytes(tensors, metadata);
+  std::vector<uint8_t> scratch;
+  for (const auto& t : tensors) {
+    const auto elements = elements_of(t.view, scratch);
+    const auto* p = reinterpret_cast<const uint8_t*>(elements.data());
+    out.insert(out.end(), p, p + elements.size());
+  }
   return out;
 }
 
 void save_safetensors(const std::filesystem::path& file, const std::vector<NamedTensor>& tensors,
                       const std::map<std::string, std::string>& metadata) {
-  const std::vector<uint8_t> bytes = serialize_safetensors(tensors, metadata);
-  write_file_atomically(file, std::as_bytes(std::span(bytes)));
+  // Written from the tensors' own memory, not from a serialized copy: a cache of several GB needs
+  // no second buffer of its size. Only a strided view is gathered.
+  const std::vector<uint8_t> header = header_bytes(tensors, metadata);
+  std::vector<std::vector<uint8_t>> gathered(tensors.size());
+  std::vector<std::span<const std::byte>> pieces{std::as_bytes(std::span(header))};
+  for (size_t i = 0; i < tensors.size(); ++i) {
+    try {
+      pieces.push_back(elements_of(tensors[i].view, gathered[i]));
+    } catch (const std::bad_alloc&) {
+      throw Error(
+          ErrorCode::io,
+          fmt::format("{}: cannot hold a contiguous copy of tensor '{}' ({} bytes) to write "
+                      "it",
+                      file.string(), message_text(tensors[i].name),
+                      tensors[i].view.numel() * dtype_size(tensors[i].view.dtype)));
+    }
+  }
+  write_file_atomically(file, pieces);
 }
 
 }  // namespace kvq

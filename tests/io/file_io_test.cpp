@@ -212,5 +212,32 @@ TEST_F(FileIo, CheckWritableRefusesWhatAWriteWouldFailOn) {
   EXPECT_EQ(slurp(file_), "precious");
 }
 
+// An output may not be an input under any name, nor write through an input: OUT.tmp is truncated
+// before the bytes go there, so an input named OUT.tmp would be lost.
+TEST_F(FileIo, CheckDistinctRefusesAnInputTheOutputWouldReplace) {
+  const auto refused = [](const fs::path& out, const fs::path& in) -> std::string {
+    try {
+      check_distinct(out, "--output", in, "--input");
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      return e.what();
+    }
+    return "";
+  };
+  std::ofstream(file_) << "input";
+  EXPECT_EQ(refused(file_, file_),
+            "--output " + file_.string() + ": is the --input file: expected a different file");
+  fs::create_hard_link(file_, dir_ / "link.bin");
+  EXPECT_NE(refused(dir_ / "link.bin", file_), "");
+  const fs::path tmp_input = temporary_path_for(file_);
+  std::ofstream(tmp_input) << "an input named like the temporary";
+  EXPECT_EQ(refused(file_, tmp_input),
+            "--output " + file_.string() + ": writes through " + tmp_input.string() +
+                ", which is the --input file: expected an output whose FILE.tmp is not an input");
+  EXPECT_EQ(refused(dir_ / "other.bin", file_), "");
+  EXPECT_EQ(refused(file_, ""), "");  // an optional input not given
+  EXPECT_EQ(slurp(tmp_input), "an input named like the temporary");
+}
+
 }  // namespace
 }  // namespace kvq

@@ -29,6 +29,11 @@ KVQ_API bool write_file_atomically(const std::filesystem::path& file,
                                    const std::function<bool()>& cancelled = {});
 KVQ_API bool write_file_atomically(const std::filesystem::path& file, std::string_view text,
                                    const std::function<bool()>& cancelled = {});
+// The same for the concatenation of `pieces`, written in order from where they are (a file's
+// header and its tensors' own memory: no copy of the whole file).
+KVQ_API bool write_file_atomically(const std::filesystem::path& file,
+                                   std::span<const std::span<const std::byte>> pieces,
+                                   const std::function<bool()>& cancelled = {});
 
 // Fails now where write_file_atomically(file, ...) would fail later for a reason known in
 // advance, so that a command does not do minutes of work for an output it cannot write: an empty
@@ -38,8 +43,9 @@ KVQ_API bool write_file_atomically(const std::filesystem::path& file, std::strin
 KVQ_API void check_writable(const std::filesystem::path& file, std::string_view what);
 
 // Refuses an output that is one of the command's inputs (the write would replace what it reads):
-// the same path, or, where both exist, the same file by another name. An empty `input` (an
-// optional flag not given) passes. Throws kvq::Error (invalid_argument): "--output OUT: is the
+// the same path, or, where both exist, the same file by another name; and an output whose FILE.tmp
+// is the input (the write would truncate it). An empty `input` (an optional flag not given)
+// passes. Throws kvq::Error (invalid_argument): "--output OUT: is the
 // --input file: expected a different file".
 KVQ_API void check_distinct(const std::filesystem::path& output, std::string_view output_what,
                             const std::filesystem::path& input, std::string_view input_what);
