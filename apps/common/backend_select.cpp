@@ -16,12 +16,27 @@ void check_plugin_paths(const Config& cfg) {
   }
 }
 
+namespace {
+
+// The config's backend: a name no plugin has, or more than one has, is an error in the config and
+// names its FILE:LINE:COL; one that is found but unavailable here (no GPU) is a runtime failure.
+Backend select_configured(const Registry& registry, const Config& cfg) {
+  try {
+    return registry.select(cfg.backend);
+  } catch (const Error& e) {
+    if (e.code() == ErrorCode::unavailable) throw;
+    cfg.fail_at("backend", e.what());
+  }
+}
+
+}  // namespace
+
 OpenedBackend open_backend(const Config& cfg, const std::optional<std::string>& name_override) {
   check_plugin_paths(cfg);
   Registry registry;
   registry.scan(Registry::search_path(cfg.plugin_paths, cfg.base_dir()));  // logs failures
-  const std::string name = name_override.value_or(cfg.backend);
-  Backend backend = registry.select(name);
+  Backend backend =
+      name_override ? registry.select(*name_override) : select_configured(registry, cfg);
   BackendOptions options;
   options.cache = cfg.cache;
   options.threads = cfg.threads;

@@ -80,8 +80,12 @@ int main(int argc, char** argv) {
       std::cout << demo::kDefaultConfig;
       return app::kExitOk;
     }
-    // A --json that cannot be written would fail only after the whole run.
-    if (json_opt->count()) check_writable(json_path, "--json");
+    // A --json that cannot be written, or would replace the config, would fail only after the
+    // whole run.
+    if (json_opt->count()) {
+      check_distinct(json_path, "--json", config_path, "--config");
+      check_writable(json_path, "--json");
+    }
     try {
       Config cfg =
           (config_path.empty() ? app::parse_checked_config(demo::kDefaultConfig,

@@ -122,9 +122,15 @@ int run_bench(const BenchFlags& f) {
     plot_script = bench::find_plot_script();
     plot_python = bench::find_plot_python(plot_script);
   }
-  // Fail now on an output that cannot be written, not after minutes of timing.
-  if (!f.json.empty()) check_writable(f.json, "--json");
+  // Fail now on an output that cannot be written, or would replace the config, not after minutes
+  // of timing.
+  if (!f.json.empty()) {
+    check_distinct(f.json, "--json", f.config, "CONFIG");
+    check_writable(f.json, "--json");
+  }
   if (!f.plot.empty()) {
+    check_distinct(f.plot, "--plot", f.config, "CONFIG");
+    check_distinct(plot_json(f), "--plot's JSON", f.config, "CONFIG");
     check_writable(f.plot, "--plot");
     check_writable(plot_json(f), "--plot's JSON");
   }

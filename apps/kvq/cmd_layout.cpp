@@ -161,7 +161,10 @@ void add_layout_command(CLI::App& app, Runner& run) {
   sub->callback([&run, config, svg, locate] {
     run = [config, svg, locate] {
       const auto layout = load_checked_config(*config).layout;
-      if (!svg->empty()) check_writable(*svg, "--svg");
+      if (!svg->empty()) {
+        check_distinct(*svg, "--svg", *config, "CONFIG");
+        check_writable(*svg, "--svg");
+      }
       // Parse --locate before printing anything so a bad value is a clean usage error.
       std::unique_ptr<Locate> loc;
       if (!locate->empty()) loc = std::make_unique<Locate>(parse_locate(*locate, *layout));

@@ -151,6 +151,19 @@ TEST_F(BenchCli, BadValuesFailBeforeTimingAndTouchNothing) {
   EXPECT_EQ(slurp(json), "{\"precious\": 1}");
 }
 
+// Nor does the config share a file with an output: refused before any timing, the YAML kept.
+TEST_F(BenchCli, AnOutputOverTheConfigIsRefused) {
+  const fs::path config = dir_ / "bench.yaml";
+  fs::copy_file(config_, config);
+  const std::string before = slurp(config);
+  const kvq::test::CliResult r =
+      bench(config.string() + " --tokens 1 --threads 1 --json " + config.string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "kvq: --json " + config.string() + ": is the CONFIG file: expected a different file\n");
+  EXPECT_EQ(slurp(config), before);
+}
+
 // The numbers and the picture never share a file: the picture would overwrite the numbers.
 TEST_F(BenchCli, JsonAndPlotOnOneFileIsRefused) {
   const fs::path png = dir_ / "same.png";

@@ -235,6 +235,34 @@ TEST_F(DemoTest, DemoThatCannotFitExits2) {
                        "blocks of 16 tokens; cache.num_blocks is 8\n");
 }
 
+// --json naming the config would replace the YAML with the report: refused before the run.
+TEST_F(DemoTest, JsonOverTheConfigIsRefused) {
+  const fs::path config = dir_ / "demo.yaml";
+  fs::copy_file(data("demo_tiny.yaml"), config);
+  const std::string before = slurp(config);
+  const Outcome r = run({"--config", config.string(), "--json", config.string()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err, "kvq-demo: --json " + config.string() +
+                       ": is the --config file: expected a different file\n");
+  EXPECT_EQ(slurp(config), before);
+}
+
+// A backend the config names that no plugin provides: the config's FILE:LINE:COL, exit 2.
+TEST_F(DemoTest, UnknownBackendInTheConfigNamesItsLine) {
+  std::string text = slurp(data("demo_tiny.yaml"));
+  const std::string line = "\nbackend: reference_cpu\n";  // line 3 of demo_tiny.yaml
+  ASSERT_NE(text.find(line), std::string::npos);
+  text.replace(text.find(line), line.size(), "\nbackend: no_such_backend\n");
+  std::ofstream(dir_ / "nb.yaml") << text;
+  const Outcome r = run({"--config", (dir_ / "nb.yaml").string()});
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err.rfind("kvq-demo: " + (dir_ / "nb.yaml").string() +
+                            ":3:10: backend: no backend named 'no_such_backend'",
+                        0),
+            0u)
+      << r.err;
+}
+
 TEST_F(DemoTest, UnknownBackendExits2) {
   const Outcome r =
       run({"--config", data("demo_tiny.yaml").string(), "--backend", "no_such_backend"});

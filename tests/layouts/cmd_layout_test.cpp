@@ -6,6 +6,7 @@
 #include <array>
 #include <cstdio>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -130,6 +131,18 @@ TEST(CmdLayout, RefusedGeometryPointsAtTheConfigLine) {
   EXPECT_EQ(r.output, "kvq: " + file +
                           ":8:14: cache.head_size: V scales sm100_swizzled need head_size % 64 == "
                           "0 (groups = head_size/16 a multiple of 4); found head_size 80\n");
+}
+
+// --svg naming the config would replace the YAML with the picture: refused, the config kept.
+TEST(CmdLayout, SvgOverTheConfigIsRefused) {
+  const std::string config = std::string(::testing::TempDir()) + "kvq_layout_test_config.yaml";
+  std::filesystem::copy_file(sm100(), config, std::filesystem::copy_options::overwrite_existing);
+  const KvqRun r = kvq("layout " + config + " --svg " + config);
+  EXPECT_EQ(r.status, 2) << r.output;
+  EXPECT_EQ(r.output, "kvq: --svg " + config + ": is the CONFIG file: expected a different file\n");
+  const KvqRun check = kvq("check " + config);
+  EXPECT_EQ(check.status, 0) << check.output;
+  std::remove(config.c_str());
 }
 
 TEST(CmdLayout, SvgDrawsRegionsHeadsAndTheSwizzle) {
