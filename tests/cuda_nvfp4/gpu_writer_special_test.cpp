@@ -5,9 +5,12 @@
 
 #include <cstring>
 #include <limits>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "gpu_test_support.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::cuda_nvfp4::test {
 namespace {
@@ -239,6 +242,56 @@ TEST(GpuWriterSpecial, DeviceScalePointersEqualHostScales) {
     reference_write(c, want);
     ASSERT_EQ(compare_cache(dev_scaled.cache.download_all<uint8_t>(), want, layout.descriptor()),
               "");
+  }
+}
+
+// A device scale that breaks kNvfp4ScaleRule (the host refuses such a host scale up front) makes
+// the write write nothing at all, neither side, in every thread mapping; the next take reports it
+// with the value, and a good scale in the same buffer writes again.
+TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  // One side a thread (small), one wave (streaming), several waves (read-only loads), two groups.
+  const CaseShape one_wave{8, 128, 16, 2048}, waves{8, 128, 16, 4096}, pairs{8, 128, 16, 12003};
+  const CaseShape* shapes[] = {nullptr, &one_wave, &waves, &pairs};
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const std::pair<float, std::string> bad[] = {
+      {0.0f, "0"}, {nan, "nan"}, {1e-40f, "1e-40"}, {-1.0f, "-1"}};
+  std::mt19937_64 rng(123);
+  for (const CaseShape* shape : shapes) {
+    WriteCase c = random_case(rng, 2, shape);
+    c.device_scales = true;
+    const Nvfp4PageLayout layout(c.spec);
+    const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 77);
+    auto writer = make_writer(c.spec);
+    ASSERT_TRUE(writer);
+    DeviceCase d = upload_case(c, initial);
+    for (int side = 0; side < 2; ++side) {
+      for (const auto& [value, text] : bad) {
+        SCOPED_TRACE(c.describe() + (side == 0 ? ", k_scale " : ", v_scale ") + text);
+        float s[2] = {c.k_scale, c.v_scale};
+        s[side] = value;
+        d.scales.upload(s, sizeof s);
+        ASSERT_TRUE(writer->write(d.args).is_ok());
+        int64_t count = -1;
+        const Status st = writer->take_out_of_range_slots(&count);
+        EXPECT_EQ(st.code(), ErrorCode::invalid_argument);
+        EXPECT_EQ(st.message(),
+                  "1 write(s) since the last take wrote nothing: a device scale "
+                  "broke the rule (the last: *" +
+                      std::string(side == 0 ? "k" : "v") + "_scale_ptr = " + text +
+                      "): " + kNvfp4ScaleRule);
+        EXPECT_EQ(count, 0);
+        ASSERT_EQ(d.cache.download_all<uint8_t>(), initial);
+      }
+    }
+    const float good[2] = {c.k_scale, c.v_scale};
+    d.scales.upload(good, sizeof good);
+    ASSERT_TRUE(writer->write(d.args).is_ok());
+    int64_t count = -1;
+    ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
+    std::vector<uint8_t> want = initial;
+    reference_write(c, want);
+    ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
   }
 }
 

@@ -187,7 +187,7 @@ TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
       plan_write(args_, layout_->descriptor(), addressing_, kDev, bars_, &fresh, &input_).is_ok());
   EXPECT_EQ(std::memcmp(&desc_, &fresh, sizeof fresh), 0);
   EXPECT_EQ(desc_.global_scale[0], 0.0f);
-  EXPECT_EQ(desc_.out_of_range, nullptr);
+  EXPECT_EQ(desc_.counters, nullptr);
   EXPECT_EQ(desc_.use_hw_e2m1, 0);
   ReadArgs r = read_args();
   ReadKernelDesc reused, fresh_read{};

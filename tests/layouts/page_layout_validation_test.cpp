@@ -94,6 +94,28 @@ TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
   expect_refused(s, "cache.v_scale", "v_scale = 3.4028235e+38: " + std::string(kNvfp4ScaleRule));
 }
 
+// The kernels' one-compare form of the rule agrees with the definition: around both ends of its
+// range and at every 4093rd bit pattern (the whole space, 2^32 patterns, agreed when checked once
+// by a program that tried each; 1 / x is monotonic, so the usable scales are one range).
+TEST(PageLayoutValidation, ScaleRuleAsOneRangeOfBitsMatchesTheDefinition) {
+  const auto agrees = [](uint32_t bits) {
+    return nvfp4_scale_bits_usable(bits) == nvfp4_scale_usable(std::bit_cast<float>(bits));
+  };
+  for (uint32_t end : {kNvfp4UsableScaleBitsFirst, kNvfp4UsableScaleBitsLast}) {
+    for (uint32_t d = 0; d < (1u << 16); ++d) {
+      ASSERT_TRUE(agrees(end + d)) << std::hex << end + d;
+      ASSERT_TRUE(agrees(end - d)) << std::hex << end - d;
+    }
+  }
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4093) {
+    ASSERT_TRUE(agrees(static_cast<uint32_t>(bits))) << std::hex << bits;
+  }
+  EXPECT_TRUE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsFirst));
+  EXPECT_FALSE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsFirst - 1));
+  EXPECT_TRUE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsLast));
+  EXPECT_FALSE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsLast + 1));
+}
+
 TEST(PageLayoutValidation, HeadSizeMustBeAMultipleOf16) {
   CacheSpec s = base();
   s.head_size = 72;

@@ -3,8 +3,11 @@
 #include <cuda_runtime.h>
 #include <fmt/format.h>
 
+#include <cstring>
+
 #include "cuda_util.h"
 #include "kvq/core/logging.h"
+#include "kvq/layouts/nvfp4_quantize.h"
 #include "write_kernel.h"
 #include "write_plan.h"
 
@@ -94,19 +97,19 @@ Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** ou
     if (guard.error() != cudaSuccess) {
       throw Error(cuda_status(guard.error(), "cudaSetDevice", w->info_.ordinal));
     }
-    void* counter = nullptr;
-    if (cudaError_t err = cudaMalloc(&counter, sizeof(unsigned long long)); err != cudaSuccess) {
-      throw Error(cuda_status(err, "cudaMalloc (out-of-range slot counter)", w->info_.ordinal));
+    void* counters = nullptr;
+    if (cudaError_t err = cudaMalloc(&counters, sizeof(WriteCounters)); err != cudaSuccess) {
+      throw Error(cuda_status(err, "cudaMalloc (write counters)", w->info_.ordinal));
     }
-    w->counter_ = static_cast<unsigned long long*>(counter);
+    w->counters_ = static_cast<WriteCounters*>(counters);
     if (auto err = static_cast<cudaError_t>(
             preload_write_kernels(w->info_.use_hw_e2m1, w->info_.num_sms, &w->size_bars_));
         err != cudaSuccess) {
       throw Error(
           cuda_status(err, "cudaFuncGetAttributes (loading the write kernels)", w->info_.ordinal));
     }
-    if (cudaError_t err = cudaMemset(counter, 0, sizeof(unsigned long long)); err != cudaSuccess) {
-      throw Error(cuda_status(err, "cudaMemset (out-of-range slot counter)", w->info_.ordinal));
+    if (cudaError_t err = cudaMemset(counters, 0, sizeof(WriteCounters)); err != cudaSuccess) {
+      throw Error(cuda_status(err, "cudaMemset (write counters)", w->info_.ordinal));
     }
     if (cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaDeviceSynchronize", w->info_.ordinal));
@@ -117,9 +120,9 @@ Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** ou
 }
 
 CudaNvfp4Writer::~CudaNvfp4Writer() {
-  if (counter_ != nullptr) {
+  if (counters_ != nullptr) {
     DeviceGuard guard(info_.ordinal);
-    (void)cudaFree(counter_);
+    (void)cudaFree(counters_);
   }
 }
 
@@ -136,7 +139,7 @@ Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
       return st;
     }
     if (desc.page.items == 0) return Status::ok();
-    desc.out_of_range = counter_;
+    desc.counters = counters_;
     desc.use_hw_e2m1 = info_.use_hw_e2m1 ? 1 : 0;
     const int ordinal = info_.ordinal;
     DeviceGuard guard(ordinal);
@@ -194,16 +197,27 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
       sync_device_.store(true, std::memory_order_release);  // the next take waits for everything
       throw Error(cuda_status(err, what, ordinal));
     }
-    // The counter only grows; a take reports what it grew by since the last one. (Zeroing it here
-    // would race with a write another thread issues between the read and the reset, and lose that
-    // write's count.)
-    unsigned long long value = 0;
-    if (err = cudaMemcpy(&value, counter_, sizeof value, cudaMemcpyDeviceToHost);
-        err != cudaSuccess) {
-      throw Error(cuda_status(err, "cudaMemcpy (out-of-range slot counter)", ordinal));
+    // The counters only grow; a take reports what they grew by since the last one. (Zeroing them
+    // here would race with a write another thread issues between the read and the reset, and lose
+    // that write's count.)
+    WriteCounters now{};
+    if (err = cudaMemcpy(&now, counters_, sizeof now, cudaMemcpyDeviceToHost); err != cudaSuccess) {
+      throw Error(cuda_status(err, "cudaMemcpy (write counters)", ordinal));
     }
-    *count = static_cast<int64_t>(value - taken_);
-    taken_ = value;
+    *count = static_cast<int64_t>(now.out_of_range_slots - taken_.out_of_range_slots);
+    const unsigned long long refused = now.unusable_scale_writes - taken_.unusable_scale_writes;
+    taken_ = now;
+    if (refused != 0) {
+      const auto side = static_cast<unsigned>(now.last_unusable_scale >> 32);
+      const auto bits = static_cast<uint32_t>(now.last_unusable_scale);
+      float scale;
+      std::memcpy(&scale, &bits, sizeof scale);
+      throw Error(
+          ErrorCode::invalid_argument,
+          fmt::format("{} write(s) since the last take wrote nothing: a device scale broke "
+                      "the rule (the last: *{} = {}): {}",
+                      refused, side == 0 ? "k_scale_ptr" : "v_scale_ptr", scale, kNvfp4ScaleRule));
+    }
   });
 }
 

@@ -2,9 +2,12 @@
 // The cuda_nvfp4 KVCacheWriter and KVCacheReader: device tensors in, pages out, on the caller's
 // stream (WriteArgs::stream, a cudaStream_t; null = the legacy default stream of the device).
 // A write validates on the host, fills one descriptor and launches one kernel: no host sync, no
-// allocation, no lock. Out-of-range slots are skipped and counted in a device counter allocated
-// once per writer and never reset; take_out_of_range_slots() synchronizes and reports its growth
-// since the last take.
+// allocation, no lock. Out-of-range slots are skipped and counted in device counters allocated
+// once per writer and never reset (WriteCounters); so are writes that found an unusable device
+// scale and wrote nothing. take_out_of_range_slots() synchronizes and reports their growth since
+// the last take: the slots as its count, such writes as an invalid_argument Status. A CUDA graph
+// that captured a write refers to the writer's counters: destroy the writer only after its last
+// replay.
 //
 // Stream capture: write() and read() may be captured into a CUDA graph (any capture mode). They
 // call only capture-safe runtime functions on the way (cudaGetDevice, cudaStreamIsCapturing,
@@ -45,8 +48,8 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   DeviceInfo info_;
   std::unique_ptr<Nvfp4PageLayout> layout_;
   PageAddressing addressing_{};
-  unsigned long long* counter_ = nullptr;  // device
-  WriteSizeBars size_bars_;                // thread mapping by write size (plan_write)
+  WriteCounters* counters_ = nullptr;  // device
+  WriteSizeBars size_bars_;            // thread mapping by write size (plan_write)
 
   // Streams seen (their device) and those direct writes used since the last take.
   StreamBook streams_;
@@ -57,8 +60,8 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   // cudaStreamLegacy.)
   std::atomic<bool> sync_device_{false};
   std::atomic<bool> captured_{false};
-  std::mutex take_mutex_;         // one take at a time; write() never locks
-  unsigned long long taken_ = 0;  // the counter's value at the last take (under take_mutex_)
+  std::mutex take_mutex_;  // one take at a time; write() never locks
+  WriteCounters taken_{};  // the counters at the last take (under take_mutex_)
 };
 
 class CudaNvfp4Reader final : public KVCacheReader {

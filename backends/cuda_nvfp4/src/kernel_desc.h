@@ -13,6 +13,15 @@
 
 namespace kvq::cuda_nvfp4 {
 
+// What write kernels report without a sync, for take_out_of_range_slots(): per writer, on the
+// device, zeroed once and never reset (a take reports how much the counts grew).
+struct WriteCounters {
+  unsigned long long out_of_range_slots;     // slots >= num_slots skipped, one count per token
+  unsigned long long unusable_scale_writes;  // writes that wrote nothing: a device scale broke
+                                             // kNvfp4ScaleRule
+  unsigned long long last_unusable_scale;    // (side << 32) | the scale's bits, of the last such
+};
+
 // Where one side's bytes of (token-in-page t, head h, group g) are inside a page, as sums of
 // products (no division, no branch on the arrangement; checked against Nvfp4LayoutDesc for every
 // layout by tests/cuda_nvfp4/addressing_test.cpp):
@@ -110,7 +119,7 @@ struct WriteKernelDesc {
   // Per side, 1 where step 4 may skip __frcp_rn's range check and slow path: a host scale for
   // which reciprocal_window_holds(inv_global_scale), or a device scale (the kernel checks it).
   int32_t fast_reciprocal[2];
-  unsigned long long* out_of_range;  // slots >= num_slots skipped (one count per token)
+  WriteCounters* counters;  // the writer's, on the device
   // How items map to threads (plan_write picks, from the writer's WriteSizeBars):
   //   groups_per_thread  G: a thread covers groups [G*u, G*u + G) of one (token, head) row; 2 for
   //                      large writes with S even and 16-bit input, else 1

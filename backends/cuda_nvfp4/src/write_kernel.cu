@@ -129,10 +129,32 @@ __device__ __forceinline__ bool writes_nothing(const WriteKernelDesc& d, const I
                                                int side0, int64_t slot) {
   if (slot < 0) return true;
   if (slot >= d.page.num_slots) {
-    if (ix.head == 0 && ix.group == 0 && side0 == 0) atomicAdd(d.out_of_range, 1ull);
+    if (ix.head == 0 && ix.group == 0 && side0 == 0) {
+      atomicAdd(&d.counters->out_of_range_slots, 1ull);
+    }
     return true;
   }
   return false;
+}
+
+// Whether the scales read from the device (where given) keep kNvfp4ScaleRule, as the host checks
+// its own: 0, a NaN or a subnormal would give NaN or saturated bytes. A write with an unusable one
+// writes nothing: every thread asks about both sides (a one-side thread too, so that neither side
+// is written alone), and thread 0 counts it for take_out_of_range_slots.
+__device__ __forceinline__ bool device_scales_usable(const WriteKernelDesc& d, bool reporter) {
+  bool usable = true;
+#pragma unroll
+  for (int s = 0; s < 2; ++s) {
+    if (d.scale_ptr[s] == nullptr) continue;
+    const uint32_t bits = __float_as_uint(__ldg(d.scale_ptr[s]));
+    if (nvfp4_scale_bits_usable(bits)) continue;
+    usable = false;
+    if (reporter) {
+      atomicAdd(&d.counters->unusable_scale_writes, 1ull);
+      atomicExch(&d.counters->last_unusable_scale, static_cast<unsigned long long>(s) << 32 | bits);
+    }
+  }
+  return usable;
 }
 
 // Loads the unit into *u; false when its slot writes nothing and the thread is done.
@@ -277,7 +299,14 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
   Unit<In, G, kSides> u;
-  if (!load_unit<In, G, kSides, kStream>(d, plan, side0, &u)) return;
+  const bool live = load_unit<In, G, kSides, kStream>(d, plan, side0, &u);
+  if constexpr (!kCommon) {  // the common path has host scales only
+    if ((d.scale_ptr[0] != nullptr || d.scale_ptr[1] != nullptr) &&
+        !device_scales_usable(d, thread == 0)) {
+      return;
+    }
+  }
+  if (!live) return;
   float global[kSides], inv_global[kSides];
   bool fast_rcp = true;  // kCommon: a constant, and step 4's __frcp_rn compiles away
 #pragma unroll

@@ -348,7 +348,7 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
     d.run_log2 = static_cast<uint32_t>(std::countr_zero(static_cast<uint64_t>(warp_rows)));
     d.run_tokens = static_cast<uint32_t>(tokens) >> d.run_log2 << d.run_log2;
   }
-  d.out_of_range = nullptr;
+  d.counters = nullptr;
   d.pad_ = 0;
   switch (args.key.dtype) {
     case DType::bf16: *input = InputType::bf16; break;

@@ -16,7 +16,7 @@ namespace kvq::cuda_nvfp4 {
 Status make_page_addressing(const Nvfp4LayoutDesc& layout, PageAddressing* out);
 
 // Validates `args` against the layout and the writer's device and fills everything in `desc`
-// except out_of_range and use_hw_e2m1 (the writer's own). On error `desc` is unspecified.
+// except counters and use_hw_e2m1 (the writer's own). On error `desc` is unspecified.
 // Two groups a thread (desc.groups_per_thread = 2) when head_size / 16 is even, the input 16-bit
 // and the write has at least bars.pair_min_items items; one side a thread (sides_per_thread = 1)
 // for one-group writes of at most bars.split_max_items; streaming input loads for those and for

@@ -25,7 +25,8 @@ struct WriteArgs {
   float k_scale = 1.0f;     // dequantization scales, > 0, see kNvfp4ScaleRule ...
   float v_scale = 1.0f;
   const float* k_scale_ptr = nullptr;  // ... or, when set, one f32 each on the writer's device
-  const float* v_scale_ptr = nullptr;  //     (read by the kernel: a write can sit in a CUDA graph)
+  const float* v_scale_ptr = nullptr;  //     (read by the kernel: a write can sit in a CUDA graph;
+                                       //     one breaking the rule: see take_out_of_range_slots)
   void* stream = nullptr;              // cudaStream_t for CUDA backends; ignored by CPU backends
 };
 
@@ -46,6 +47,10 @@ class BOOST_SYMBOL_VISIBLE KVCacheWriter {
   // Slots >= num_blocks * block_size that writes skipped since the last call (GPU backends count
   // them on the device, because checking on the host would need a sync). Synchronizes with the
   // writes issued so far; resets the count. CPU backends reject such slots up front: always 0.
+  // Device scales (k_scale_ptr, v_scale_ptr) are checked where they are read, for the same
+  // reason: a write that found one breaking the scale rule wrote nothing, and the next take
+  // returns invalid_argument saying how many such writes there were and the last bad value
+  // (*count is still set).
   // A GPU backend may wait on each stream a write used since the last call: take before
   // destroying such a stream (a destroyed CUDA stream's handle may not be passed to CUDA again).
   virtual Status take_out_of_range_slots(int64_t* count) noexcept = 0;

@@ -45,6 +45,18 @@ KVQ_HD bool nvfp4_scale_usable(float k_scale) {
   const float global = nvfp4_global_scale(k_scale);
   return finite(global) && finite(detail::div_rn(1.0f, global));
 }
+// nvfp4_scale_usable as one range of bit patterns, for kernels that check a scale per thread
+// (one subtraction and one compare, no division): 1 / x falls as x grows, so the usable scales
+// are those from the first whose reciprocal is finite (2^-128 x (1 + 2^-21)) to the last whose
+// reciprocal's reciprocal is (FLT_MAX less 3 ulps). Negative values, NaN and infinities have bit
+// patterns outside it. tests/layouts/page_layout_validation_test.cpp checks it against the
+// definition.
+inline constexpr uint32_t kNvfp4UsableScaleBitsFirst = 0x00200001u;
+inline constexpr uint32_t kNvfp4UsableScaleBitsLast = 0x7F7FFFFCu;
+KVQ_HD bool nvfp4_scale_bits_usable(uint32_t bits) {
+  return bits - kNvfp4UsableScaleBitsFirst <=
+         kNvfp4UsableScaleBitsLast - kNvfp4UsableScaleBitsFirst;
+}
 inline constexpr const char* kNvfp4ScaleRule =
     "expected a finite value > 0 whose reciprocal and that reciprocal's reciprocal are finite "
     "(a dequantization scale, usually amax / 448)";
