@@ -3,6 +3,7 @@
 // device pointer.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstring>
 #include <limits>
 #include <string>
@@ -246,8 +247,9 @@ TEST(GpuWriterSpecial, DeviceScalePointersEqualHostScales) {
 }
 
 // A device scale that breaks kNvfp4ScaleRule (the host refuses such a host scale up front) makes
-// the write write nothing at all, neither side, in every thread mapping; the next take reports it
-// with the value, and a good scale in the same buffer writes again.
+// the write write nothing at all, neither side, in every thread mapping; the next take reports
+// its tokens (padding not counted) with the value, and a good scale in the same buffer writes
+// again.
 TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
   KVQ_REQUIRE_CUDA_DEVICE();
   // One side a thread (small), one wave (streaming), several waves (read-only loads), two groups.
@@ -260,14 +262,24 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
   for (const CaseShape* shape : shapes) {
     WriteCase c = random_case(rng, 2, shape);
     c.device_scales = true;
+    const int64_t num_slots = c.spec.num_blocks * c.spec.block_size;
+    const auto live = std::count_if(c.slots.begin(), c.slots.end(),
+                                    [&](int64_t s) { return s >= 0 && s < num_slots; });
     const Nvfp4PageLayout layout(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 77);
     auto writer = make_writer(c.spec);
     ASSERT_TRUE(writer);
     DeviceCase d = upload_case(c, initial);
-    for (int side = 0; side < 2; ++side) {
+    // Both scales on the device, a bad one on either side; then K's on the host, V's bad.
+    for (int round = 0; round < 3; ++round) {
+      const int side = round == 0 ? 0 : 1;
+      if (round == 2) {
+        d.args.k_scale_ptr = nullptr;
+        d.args.k_scale = c.k_scale;
+      }
       for (const auto& [value, text] : bad) {
-        SCOPED_TRACE(c.describe() + (side == 0 ? ", k_scale " : ", v_scale ") + text);
+        SCOPED_TRACE(c.describe() + (side == 0 ? ", k_scale " : ", v_scale ") + text +
+                     (round == 2 ? ", k_scale on the host" : ""));
         float s[2] = {c.k_scale, c.v_scale};
         s[side] = value;
         d.scales.upload(s, sizeof s);
@@ -276,8 +288,9 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
         const Status st = writer->take_out_of_range_slots(&count);
         EXPECT_EQ(st.code(), ErrorCode::invalid_argument);
         EXPECT_EQ(st.message(),
-                  "1 write(s) since the last take wrote nothing: a device scale "
-                  "broke the rule (the last: *" +
+                  std::to_string(live) +
+                      " token(s) since the last take were not written: their write's device "
+                      "scale broke the rule (the last: *" +
                       std::string(side == 0 ? "k" : "v") + "_scale_ptr = " + text +
                       "): " + kNvfp4ScaleRule);
         EXPECT_EQ(count, 0);

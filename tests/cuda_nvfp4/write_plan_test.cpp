@@ -330,6 +330,21 @@ TEST_F(WritePlanTest, SmallOneGroupWritesRunOneSideAThread) {
   EXPECT_EQ(desc_.sides_per_thread, 1);
 }
 
+// A one-side thread that finds a bad device scale must know of its partner's too, so one side a
+// thread needs both scales on the host or both on the device (write_kernel.cu).
+TEST_F(WritePlanTest, OneSideAThreadOnlyWithBothScalesAlike) {
+  bars_.split_max_items = 320;  // this write's items
+  args_.k_scale_ptr = static_cast<const float*>(addr(0x80000));
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 2);
+  args_.v_scale_ptr = static_cast<const float*>(addr(0x80004));
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 1);
+  args_.k_scale_ptr = nullptr;
+  ASSERT_TRUE(plan().is_ok());
+  EXPECT_EQ(desc_.sides_per_thread, 2);
+}
+
 TEST_F(WritePlanTest, SmallOneGroupWritesLoadEvictFirst) {
   bars_ = {540672, 0, 320};  // this write's items; both sides a thread
   ASSERT_TRUE(plan().is_ok());

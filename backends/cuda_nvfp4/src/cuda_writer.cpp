@@ -205,7 +205,7 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
       throw Error(cuda_status(err, "cudaMemcpy (write counters)", ordinal));
     }
     *count = static_cast<int64_t>(now.out_of_range_slots - taken_.out_of_range_slots);
-    const unsigned long long refused = now.unusable_scale_writes - taken_.unusable_scale_writes;
+    const unsigned long long refused = now.unusable_scale_tokens - taken_.unusable_scale_tokens;
     taken_ = now;
     if (refused != 0) {
       const auto side = static_cast<unsigned>(now.last_unusable_scale >> 32);
@@ -214,8 +214,8 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
       std::memcpy(&scale, &bits, sizeof scale);
       throw Error(
           ErrorCode::invalid_argument,
-          fmt::format("{} write(s) since the last take wrote nothing: a device scale broke "
-                      "the rule (the last: *{} = {}): {}",
+          fmt::format("{} token(s) since the last take were not written: their write's device "
+                      "scale broke the rule (the last: *{} = {}): {}",
                       refused, side == 0 ? "k_scale_ptr" : "v_scale_ptr", scale, kNvfp4ScaleRule));
     }
   });

@@ -3,9 +3,10 @@
 // stream (WriteArgs::stream, a cudaStream_t; null = the legacy default stream of the device).
 // A write validates on the host, fills one descriptor and launches one kernel: no host sync, no
 // allocation, no lock. Out-of-range slots are skipped and counted in device counters allocated
-// once per writer and never reset (WriteCounters); so are writes that found an unusable device
-// scale and wrote nothing. take_out_of_range_slots() synchronizes and reports their growth since
-// the last take: the slots as its count, such writes as an invalid_argument Status. A CUDA graph
+// once per writer and never reset (WriteCounters); so are the tokens of writes that found an
+// unusable device scale and wrote nothing. take_out_of_range_slots() synchronizes and reports
+// their growth since the last take: the slots as its count, such tokens as an invalid_argument
+// Status. A CUDA graph
 // that captured a write refers to the writer's counters: destroy the writer only after its last
 // replay.
 //

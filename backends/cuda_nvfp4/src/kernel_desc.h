@@ -17,9 +17,9 @@ namespace kvq::cuda_nvfp4 {
 // device, zeroed once and never reset (a take reports how much the counts grew).
 struct WriteCounters {
   unsigned long long out_of_range_slots;     // slots >= num_slots skipped, one count per token
-  unsigned long long unusable_scale_writes;  // writes that wrote nothing: a device scale broke
-                                             // kNvfp4ScaleRule
-  unsigned long long last_unusable_scale;    // (side << 32) | the scale's bits, of the last such
+  unsigned long long unusable_scale_tokens;  // tokens not written: a device scale of their
+                                             // write broke kNvfp4ScaleRule (padding not counted)
+  unsigned long long last_unusable_scale;    // (side << 32) | that scale's bits, the last seen
 };
 
 // Where one side's bytes of (token-in-page t, head h, group g) are inside a page, as sums of

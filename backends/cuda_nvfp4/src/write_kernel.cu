@@ -137,24 +137,18 @@ __device__ __forceinline__ bool writes_nothing(const WriteKernelDesc& d, const I
   return false;
 }
 
-// Whether the scales read from the device (where given) keep kNvfp4ScaleRule, as the host checks
-// its own: 0, a NaN or a subnormal would give NaN or saturated bytes. A write with an unusable one
-// writes nothing: every thread asks about both sides (a one-side thread too, so that neither side
-// is written alone), and thread 0 counts it for take_out_of_range_slots.
-__device__ __forceinline__ bool device_scales_usable(const WriteKernelDesc& d, bool reporter) {
-  bool usable = true;
-#pragma unroll
-  for (int s = 0; s < 2; ++s) {
-    if (d.scale_ptr[s] == nullptr) continue;
-    const uint32_t bits = __float_as_uint(__ldg(d.scale_ptr[s]));
-    if (nvfp4_scale_bits_usable(bits)) continue;
-    usable = false;
-    if (reporter) {
-      atomicAdd(&d.counters->unusable_scale_writes, 1ull);
-      atomicExch(&d.counters->last_unusable_scale, static_cast<unsigned long long>(s) << 32 | bits);
-    }
-  }
-  return usable;
+// A device scale that breaks kNvfp4ScaleRule (the host checks its own): 0, a NaN or a subnormal
+// would give NaN or saturated bytes, so the write writes nothing. Every thread of it returns
+// before its stores: a thread holding both sides checks both, and one-side writes have both
+// scales on the device (plan_write), each thread checking its partner's side too, so that neither
+// side is written alone. Each token that would have been written is counted once, with the
+// value, for take_out_of_range_slots.
+__device__ __forceinline__ void report_unusable_scale(const WriteKernelDesc& d, const ItemIndex& ix,
+                                                      int side0, int64_t slot, int side,
+                                                      uint32_t bits) {
+  if (ix.head != 0 || ix.group != 0 || side0 != 0 || slot < 0 || slot >= d.page.num_slots) return;
+  atomicAdd(&d.counters->unusable_scale_tokens, 1ull);
+  atomicExch(&d.counters->last_unusable_scale, static_cast<unsigned long long>(side) << 32 | bits);
 }
 
 // Loads the unit into *u; false when its slot writes nothing and the thread is done.
@@ -299,14 +293,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
   // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
   Unit<In, G, kSides> u;
-  const bool live = load_unit<In, G, kSides, kStream>(d, plan, side0, &u);
-  if constexpr (!kCommon) {  // the common path has host scales only
-    if ((d.scale_ptr[0] != nullptr || d.scale_ptr[1] != nullptr) &&
-        !device_scales_usable(d, thread == 0)) {
-      return;
-    }
-  }
-  if (!live) return;
+  if (!load_unit<In, G, kSides, kStream>(d, plan, side0, &u)) return;
   float global[kSides], inv_global[kSides];
   bool fast_rcp = true;  // kCommon: a constant, and step 4's __frcp_rn compiles away
 #pragma unroll
@@ -316,7 +303,17 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
       fast_rcp = fast_rcp && d.fast_reciprocal[side] != 0;  // host scales: decided by plan_write
     }
     if (!kCommon && d.scale_ptr[side] != nullptr) {
-      global[s] = __frcp_rn(__ldg(d.scale_ptr[side]));  // nvfp4_global_scale: 1 / scale
+      const float scale = __ldg(d.scale_ptr[side]);
+      const uint32_t bits = __float_as_uint(scale);
+      const int other = 1 - side;
+      const uint32_t other_bits = kSides == 1 ? __float_as_uint(__ldg(d.scale_ptr[other])) : bits;
+      if (!nvfp4_scale_bits_usable(bits) || !nvfp4_scale_bits_usable(other_bits)) {
+        const bool mine = !nvfp4_scale_bits_usable(bits);
+        report_unusable_scale(d, plan.ix, side0, u.slot, mine ? side : other,
+                              mine ? bits : other_bits);
+        return;
+      }
+      global[s] = __frcp_rn(scale);  // nvfp4_global_scale: 1 / scale
       inv_global[s] = __frcp_rn(global[s]);
       fast_rcp = fast_rcp && reciprocal_window_holds(inv_global[s]);
     } else {

@@ -326,7 +326,11 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.groups_per_thread =
       layout.groups % 2 == 0 && args.key.dtype != DType::f32 && items >= bars.pair_min_items ? 2
                                                                                              : 1;
-  d.sides_per_thread = d.groups_per_thread == 1 && items <= bars.split_max_items ? 1 : 2;
+  // One side a thread only where both scales are on the host or both on the device: a thread that
+  // finds a bad device scale must know of its partner's too (write_kernel.cu).
+  const bool scales_alike = (scale_ptrs[0] == nullptr) == (scale_ptrs[1] == nullptr);
+  d.sides_per_thread =
+      d.groups_per_thread == 1 && items <= bars.split_max_items && scales_alike ? 1 : 2;
   const bool small = d.sides_per_thread == 1 || items <= bars.stream_max_items;
   d.streaming_loads = d.groups_per_thread == 1 && small ? 1 : 0;
   d.early_trigger = d.sides_per_thread == 1 && items <= bars.early_max_items ? 1 : 0;

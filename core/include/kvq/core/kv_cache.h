@@ -49,7 +49,7 @@ class BOOST_SYMBOL_VISIBLE KVCacheWriter {
   // writes issued so far; resets the count. CPU backends reject such slots up front: always 0.
   // Device scales (k_scale_ptr, v_scale_ptr) are checked where they are read, for the same
   // reason: a write that found one breaking the scale rule wrote nothing, and the next take
-  // returns invalid_argument saying how many such writes there were and the last bad value
+  // returns invalid_argument saying how many tokens were not written and the last bad value
   // (*count is still set).
   // A GPU backend may wait on each stream a write used since the last call: take before
   // destroying such a stream (a destroyed CUDA stream's handle may not be passed to CUDA again).
