@@ -183,6 +183,11 @@ int run_bench(const BenchFlags& f) {
   target.make_writer = [&backend](const BackendOptions& o) { return backend.make_writer(o); };
   target.make_reader = [&backend](const BackendOptions& o) { return backend.make_reader(o); };
 
+  // The numbers go out after every case (marked incomplete until the last), so a run cut short
+  // keeps what it measured: to --json, else to the JSON a --plot keeps beside its picture.
+  const std::string json_out = !f.json.empty()  ? f.json
+                               : f.plot.empty() ? std::string()
+                                                : plot_json(f).string();
   std::vector<bench::CaseResult> results;
   int failed = 0;
   {
@@ -192,15 +197,13 @@ int run_bench(const BenchFlags& f) {
       failed += results.back().error.empty() ? 0 : 1;
       std::cerr << bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s)
                 << std::endl;
-      if (!f.json.empty()) write_json(f.json, bench::to_json(info, results, false));
+      if (!json_out.empty()) write_json(json_out, bench::to_json(info, results, false));
     }
   }
 
   bench::print_table(std::cout, info, results);
-  const nlohmann::json doc = bench::to_json(info, results);
-  if (!f.json.empty()) write_json(f.json, doc);
+  if (!json_out.empty()) write_json(json_out, bench::to_json(info, results));
   if (!f.plot.empty()) {
-    if (f.json.empty()) write_json(plot_json(f), doc);
     bench::run_plot(plot_python, plot_script, plot_json(f), f.plot);
     std::cerr << "kvq bench: plot written to " << f.plot << "\n";
   }

@@ -215,6 +215,29 @@ TEST_F(BenchCli, UnwritablePlotJsonFailsBeforeTiming) {
   EXPECT_FALSE(fs::exists(png));
 }
 
+// A run cut short keeps the cases it finished: with --plot and no --json too, in PLOT.json,
+// marked incomplete. SIGTERM goes out once the first case's progress line is on stderr, while the
+// second (512Ki tokens on the CPU: seconds) runs.
+TEST_F(BenchCli, AnInterruptedPlotRunKeepsItsFinishedCases) {
+  const fs::path bin = dir_ / "bin";
+  fs::create_directories(bin);
+  std::ofstream(bin / "python3") << "#!/bin/sh\nexit 0\n";  // passes the matplotlib check
+  fs::permissions(bin / "python3", fs::perms::owner_all);
+  const std::string cmd =
+      "PATH=" + bin.string() + ":\"$PATH\" " + kvq_.string() + " bench " + config_.string() +
+      " --shapes 1x64x16 --tokens 1,524288 --threads 1 --iterations 3 --plot " + path("bench.png") +
+      " >" + path("stdout") + " 2>" + path("stderr") +
+      " & pid=$!; i=0; while ! grep -q '^\\[1/2\\]' " + path("stderr") +
+      "; do sleep 0.05; i=$((i+1)); [ $i -gt 2400 ] && break; done; kill -TERM $pid; wait $pid";
+  ASSERT_NE(std::system(cmd.c_str()), 0);
+  ASSERT_TRUE(fs::exists(dir_ / "bench.json")) << slurp(dir_ / "stderr");
+  const auto doc = nlohmann::json::parse(slurp(dir_ / "bench.json"));
+  EXPECT_EQ(doc["complete"], false);
+  ASSERT_EQ(doc["cases"].size(), 1u);
+  EXPECT_EQ(doc["cases"][0]["tokens"], 1);
+  EXPECT_FALSE(fs::exists(dir_ / "bench.png"));
+}
+
 TEST_F(BenchCli, PlotDrawsAPng) {
   const fs::path script = source_ / "scripts" / "plot_bench.py";
   bool have_matplotlib = false;
