@@ -13,17 +13,17 @@ namespace kvq::demo {
 
 namespace {
 
-volatile std::sig_atomic_t g_interrupted = 0;
+volatile std::sig_atomic_t g_signal = 0;  // the first SIGINT or SIGTERM; 0: none
 // The temporary file being written, for the handler to remove on a second Ctrl-C. Fixed storage:
 // a handler may not allocate.
 char g_tmp_path[4096] = {0};
 
-extern "C" void on_interrupt(int) {
-  if (g_interrupted) {
+extern "C" void on_interrupt(int sig) {
+  if (g_signal) {
     if (g_tmp_path[0]) ::unlink(g_tmp_path);
-    ::_exit(kExitInterrupted);
+    ::_exit(128 + g_signal);
   }
-  g_interrupted = 1;
+  g_signal = sig;
 }
 
 }  // namespace
@@ -34,10 +34,15 @@ void install_interrupt_handler() {
   sigemptyset(&sa.sa_mask);
   sa.sa_flags = 0;  // no SA_RESTART: a blocking call returns EINTR and the loop notices sooner
   sigaction(SIGINT, &sa, nullptr);
+  sigaction(SIGTERM, &sa, nullptr);  // kill, timeout, a job scheduler: stopped the same way
 }
 
 bool interrupted() noexcept {
-  return g_interrupted != 0;
+  return g_signal != 0;
+}
+
+int interrupted_exit_status() noexcept {
+  return 128 + (g_signal != 0 ? g_signal : SIGINT);
 }
 
 void throw_if_interrupted() {

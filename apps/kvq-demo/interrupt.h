@@ -1,7 +1,8 @@
 #pragma once
-// Ctrl-C: the demo stops at the next write, removes any half-written output and exits 130
-// (128 + SIGINT, what shells report for a program killed by Ctrl-C). A second Ctrl-C exits at once
-// (after removing the temporary file, if one is being written).
+// Ctrl-C (SIGINT) or SIGTERM: the demo stops at the next write, removes any half-written output
+// and exits 128 + the signal (130 for Ctrl-C, 143 for SIGTERM: what shells report for a program
+// the signal killed). A second signal exits at once (after removing the temporary file, if one is
+// being written).
 //
 // Output files are written whole or not at all (kvq::write_file_atomically: FILE.tmp, then renamed
 // over FILE), so neither Ctrl-C nor a crash leaves a partial FILE behind.
@@ -14,17 +15,17 @@
 
 namespace kvq::demo {
 
-inline constexpr int kExitInterrupted = 130;
-
-// Thrown where the demo notices the flag; main turns it into exit status 130.
+// Thrown where the demo notices the flag; main turns it into interrupted_exit_status().
 class Interrupted : public std::exception {
  public:
   const char* what() const noexcept override { return "interrupted"; }
 };
 
-// Installs the SIGINT handler. Call first thing in main.
+// Installs the SIGINT and SIGTERM handler. Call first thing in main.
 void install_interrupt_handler();
 bool interrupted() noexcept;
+// 128 + the signal that interrupted the run (130 when none did).
+int interrupted_exit_status() noexcept;
 // Throws Interrupted when the flag is set.
 void throw_if_interrupted();
 

@@ -44,9 +44,10 @@ int main(int argc, char** argv) {
   bool verify = false, print_config = false, timeline = false;
   // An int, so CLI11 refuses a value that overflows it (an int64_t took 1e23 as INT64_MAX).
   int tensor_parallel = 1;
-  app.add_option("--config", config_path,
-                 "YAML config (configs/*.yaml); without it, the embedded default")
-      ->check(app::kNonEmpty);
+  auto* config_opt =
+      app.add_option("--config", config_path,
+                     "YAML config (configs/*.yaml); without it, the embedded default")
+          ->check(app::kNonEmpty);
   auto* backend_opt =
       app.add_option("--backend", backend, "backend plugin by name (overrides the config's)")
           ->check(app::kNonEmpty);
@@ -56,12 +57,14 @@ int main(int argc, char** argv) {
   auto* seed_opt =
       app.add_option("--seed", seed_word, "seed of the workload, 0..2^63-1 (overrides demo.seed)")
           ->check(app::kNonEmpty);
-  app.add_flag("--verify", verify,
-               "also write everything through reference_cpu and compare every cache byte "
-               "(exit 1 if any differs)");
-  app.add_option("--tensor-parallel", tensor_parallel,
-                 "split the KV heads into N contiguous shards, one writer (runtime, stream, "
-                 "cache) each; N must divide cache.num_kv_heads (default 1)");
+  auto* verify_opt =
+      app.add_flag("--verify", verify,
+                   "also write everything through reference_cpu and compare every cache byte "
+                   "(exit 1 if any differs)");
+  auto* tp_opt =
+      app.add_option("--tensor-parallel", tensor_parallel,
+                     "split the KV heads into N contiguous shards, one writer (runtime, stream, "
+                     "cache) each; N must divide cache.num_kv_heads (default 1)");
   auto* devices_opt =
       app.add_option(
              "--devices", devices_word,
@@ -70,10 +73,20 @@ int main(int argc, char** argv) {
              "twice puts two shards on it (default: cuda:K, cuda:K+1, ... from the config's device "
              "on a GPU backend, the CPU on a CPU backend)")
           ->check(app::kNonEmpty);
-  app.add_flag("--timeline", timeline,
-               "also print (and put in --json) each shard's write timestamps: when the writes "
-               "of different shards overlapped");
-  app.add_flag("--print-config", print_config, "print the embedded default config and exit");
+  auto* timeline_opt =
+      app.add_flag("--timeline", timeline,
+                   "also print (and put in --json) each shard's write timestamps: when the writes "
+                   "of different shards overlapped");
+  // Alone: it runs nothing, so any option given with it would be silently ignored.
+  app.add_flag("--print-config", print_config, "print the embedded default config and exit")
+      ->excludes(config_opt)
+      ->excludes(backend_opt)
+      ->excludes(json_opt)
+      ->excludes(seed_opt)
+      ->excludes(verify_opt)
+      ->excludes(tp_opt)
+      ->excludes(devices_opt)
+      ->excludes(timeline_opt);
 
   app::Runner run = [&]() -> int {
     if (print_config) {
@@ -122,7 +135,7 @@ int main(int argc, char** argv) {
       return app::kExitOk;
     } catch (const demo::Interrupted&) {
       std::cerr << "kvq-demo: interrupted\n";
-      return demo::kExitInterrupted;
+      return demo::interrupted_exit_status();
     }
   };
   return app::run_main(app, run, argc, argv);

@@ -88,13 +88,35 @@ void print_report(std::ostream& out, const DemoResult& r) {
   }
 }
 
+// Every number print_report shows (the text report and the JSON must not disagree on what a run
+// did: a JSON alone reproduces it, seed and workload included).
 nlohmann::ordered_json to_json(const DemoResult& r) {
   nlohmann::ordered_json j;
   j["backend"] = r.backend;
+  j["backend_version"] = r.backend_version;
   j["device"] = r.device;
+  j["cache"] = {{"format", r.format},       {"num_kv_heads", r.num_kv_heads},
+                {"head_size", r.head_size}, {"block_size", r.block_size},
+                {"order", r.order},         {"k_scales", r.k_scales},
+                {"v_scales", r.v_scales},   {"k_scale", r.k_scale},
+                {"v_scale", r.v_scale},     {"page_bytes", r.page_bytes}};
+  j["workload"] = {{"seed", r.seed},
+                   {"sequences", r.sequences},
+                   {"max_batch", r.max_batch},
+                   {"prompt_tokens", {r.prompt_min, r.prompt_max}},
+                   {"decode_tokens", {r.decode_min, r.decode_max}},
+                   {"query_heads_per_kv_head", r.query_heads_per_kv_head},
+                   {"sequences_finished", r.sequences_finished},
+                   {"sequences_live_at_end", r.sequences_live_at_end}};
   j["tokens_written"] = r.tokens_written;
+  j["prefill_writes"] = r.prefill_writes;
+  j["decode_writes"] = r.decode_writes;
+  j["padding_slots"] = r.padding_slots;
   j["pages_used"] = r.pages_used;
   j["pages_total"] = r.pages_total;
+  j["pages_distinct"] = r.pages_distinct;
+  j["pages_reused"] = r.pages_reused;
+  j["pages_in_use_at_end"] = r.pages_in_use_at_end;
   j["bytes_per_token_nvfp4"] = r.bytes_per_token_nvfp4;
   j["bytes_per_token_bf16"] = r.bytes_per_token_bf16;
   j["compression_vs_bf16"] = r.compression_vs_bf16;
@@ -102,11 +124,15 @@ nlohmann::ordered_json to_json(const DemoResult& r) {
   j["v_rel_error"] = r.v_rel_error;
   j["attention_rel_error"] = r.attention_rel_error;
   j["attention_cosine"] = r.attention_cosine;
+  j["attention_queries"] = r.attention_queries;
   j["write_tokens_per_s"] = r.write_tokens_per_s;
   j["write_gb_per_s"] = r.write_gb_per_s;
+  j["write_seconds"] = r.write_seconds;
   j["wall_s"] = r.wall_s;
   j["blocks_leaked"] = r.blocks_leaked;
   if (r.verify) {
+    j["verify_reference"] = r.verify->reference;
+    j["verify_bytes_compared"] = r.verify->bytes_compared;
     j["verify_differing_bytes"] = r.verify->differing_bytes;
     j["verify_first_difference"] = r.verify->first_difference;  // whole-cache byte, -1: none
   }

@@ -25,10 +25,19 @@ constexpr int64_t kHeads = 4, kHeadSize = 128, kBlockSize = 16;  // data/demo_ti
 TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
   const json j = run_json({"--config", data("demo_tiny.yaml").string()});
   const std::vector<std::string> keys = {"backend",
+                                         "backend_version",
                                          "device",
+                                         "cache",
+                                         "workload",
                                          "tokens_written",
+                                         "prefill_writes",
+                                         "decode_writes",
+                                         "padding_slots",
                                          "pages_used",
                                          "pages_total",
+                                         "pages_distinct",
+                                         "pages_reused",
+                                         "pages_in_use_at_end",
                                          "bytes_per_token_nvfp4",
                                          "bytes_per_token_bf16",
                                          "compression_vs_bf16",
@@ -36,8 +45,10 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
                                          "v_rel_error",
                                          "attention_rel_error",
                                          "attention_cosine",
+                                         "attention_queries",
                                          "write_tokens_per_s",
                                          "write_gb_per_s",
+                                         "write_seconds",
                                          "wall_s",
                                          "blocks_leaked",
                                          "cache_fnv1a64",
@@ -47,6 +58,19 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
   EXPECT_EQ(found, keys);
 
   EXPECT_EQ(j["backend"], "reference_cpu");
+  // The run is reproducible from the JSON alone: the config's cache and workload, seed included.
+  EXPECT_EQ(j["cache"]["num_kv_heads"], kHeads);
+  EXPECT_EQ(j["cache"]["v_scales"], "sm100_swizzled");
+  EXPECT_EQ(j["workload"]["seed"], 7);
+  EXPECT_EQ(j["workload"]["sequences"], 10);
+  EXPECT_EQ(j["workload"]["prompt_tokens"], json::parse("[8, 120]"));
+  EXPECT_EQ(j["workload"]["sequences_finished"].get<int64_t>() +
+                j["workload"]["sequences_live_at_end"].get<int64_t>(),
+            10);
+  EXPECT_GE(j["prefill_writes"], 10);
+  EXPECT_GT(j["decode_writes"], 0);
+  EXPECT_LE(j["pages_in_use_at_end"].get<int64_t>(), j["pages_used"].get<int64_t>());
+  EXPECT_GT(j["write_seconds"].get<double>(), 0.0);
   EXPECT_NE(j["device"].get<std::string>().find("CPU"), std::string::npos) << j["device"];
   // Exactly from the page layout: page = 2 sides x H x T x (D/2 data + D/16 scale bytes).
   const double page_bytes = 2.0 * kHeads * kBlockSize * (kHeadSize / 2 + kHeadSize / 16);
@@ -317,6 +341,36 @@ TEST_F(DemoTest, CtrlCLeavesNoJsonBehind) {
   EXPECT_NE(r.err.find("kvq-demo: interrupted\n"), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(file));
   EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+}
+
+// SIGTERM (kill, timeout, a job scheduler) stops the run the same way, with 128 + SIGTERM.
+TEST_F(DemoTest, SigtermLeavesNoJsonBehind) {
+  const fs::path file = dir_ / "terminated.json";
+  const pid_t pid = start({"--config", data("demo_long.yaml").string(), "--json", file.string()});
+  std::this_thread::sleep_for(std::chrono::milliseconds(700));
+  ASSERT_EQ(kill(pid, SIGTERM), 0);
+  const Outcome r = wait(pid);
+  EXPECT_EQ(r.status, 143) << r.err;
+  EXPECT_NE(r.err.find("kvq-demo: interrupted\n"), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(file));
+  EXPECT_FALSE(fs::exists(file.string() + ".tmp"));
+}
+
+// --print-config runs nothing: an option beside it would be silently ignored, so it is refused.
+TEST_F(DemoTest, PrintConfigTakesNoOtherOption) {
+  for (const std::vector<std::string>& extra : {std::vector<std::string>{"--seed", "5"},
+                                                {"--config", data("demo_tiny.yaml").string()},
+                                                {"--json", (dir_ / "x.json").string()},
+                                                {"--tensor-parallel", "2"},
+                                                {"--verify"}}) {
+    std::vector<std::string> args = {"--print-config"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    const Outcome r = run(args);
+    EXPECT_EQ(r.status, 2) << extra[0];
+    EXPECT_EQ(r.err, "kvq-demo: " + extra[0] + " excludes --print-config (try --help)\n");
+    EXPECT_EQ(r.out, "");
+  }
+  EXPECT_FALSE(fs::exists(dir_ / "x.json"));
 }
 
 TEST_F(DemoTest, NoArgumentsRunsTheEmbeddedDefault) {
