@@ -165,22 +165,9 @@ Measurement CaseRunner::time_launches(LaunchFn launch, void* context, bool graph
   m.bytes = bytes;
   m.sets = sets;
 
-  int32_t iterations = settings_.max_iterations;
-  if (settings_.iterations) {
-    iterations = *settings_.iterations;
-  } else {
-    // One launch after one warm-up says how many fit the budget (slow CPU cases).
-    std::vector<double> probe;
-    throw_if_error(rt.time(launch, context, TimingOptions{1, 1, false}, &probe));
-    const double ms = std::max(probe.at(0), 1e-6);
-    const double fit = std::floor(settings_.budget_ms / ms);
-    iterations = static_cast<int32_t>(
-        std::clamp<double>(fit, settings_.min_iterations, settings_.max_iterations));
-  }
-
   std::vector<double> samples;
-  throw_if_error(
-      rt.time(launch, context, TimingOptions{settings_.warmup, iterations, false}, &samples));
+  throw_if_error(rt.time(launch, context,
+                         TimingOptions{settings_.warmup, settings_.iterations, false}, &samples));
   m.direct = summarize(std::move(samples));
   throw_if_error(
       rt.copy_bandwidth(std::max<uint64_t>(1, bytes.total() / 2), &m.same_size_copy_bps));
@@ -190,9 +177,10 @@ Measurement CaseRunner::time_launches(LaunchFn launch, void* context, bool graph
     return m;
   }
   std::vector<double> graph_samples;
-  Status s = rt.time(launch, context,
-                     TimingOptions{settings_.warmup, iterations, true, settings_.graph_launches},
-                     &graph_samples);
+  Status s =
+      rt.time(launch, context,
+              TimingOptions{settings_.warmup, settings_.iterations, true, settings_.graph_launches},
+              &graph_samples);
   if (s.code() == ErrorCode::unavailable) {
     m.graph_note = s.message();
   } else {

@@ -25,10 +25,7 @@ struct Target {
 };
 
 struct Settings {
-  std::optional<int32_t> iterations;  // --iterations: exactly this many timed runs per timing
-  int32_t max_iterations = 50;  // otherwise this many, fewer when a launch is slow (budget_ms) ...
-  int32_t min_iterations = 5;   // ... but never fewer than this
-  double budget_ms = 1000;      // per timing
+  int32_t iterations = 50;  // timed runs per timing (--iterations), on every backend
   int32_t warmup = 3;
   uint64_t rotation_bytes = uint64_t{256} << 20;  // sets rotated add up to at least this
   int64_t max_sets = 1024;  // more than the launches of one case: every launch gets fresh data

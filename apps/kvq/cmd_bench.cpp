@@ -32,7 +32,7 @@ struct BenchFlags {
   std::string backend;
   std::string tokens;
   std::string threads;
-  int32_t iterations = 0;  // 0: automatic
+  int32_t iterations = 0;  // 0: the default, bench::Settings::iterations
 };
 
 constexpr uint64_t kGpuCopyBytes = uint64_t{1} << 30;
@@ -56,13 +56,9 @@ std::string command_line(const BenchFlags& f) {
 bench::Settings settings_for(bool cpu, const BenchFlags& f) {
   bench::Settings s;
   if (f.iterations > 0) s.iterations = f.iterations;
-  if (cpu) {
-    // A CPU write of thousands of tokens takes tens of milliseconds: one warm-up, and at most
-    // half a second per timing, so the default sweep ends in well under a minute.
-    s.warmup = 1;
-    s.budget_ms = 500;
-    s.min_iterations = 3;
-  }
+  // A CPU write of thousands of tokens takes tens of milliseconds: one warm-up, which also
+  // touches every page of its buffers. Timed runs stay 50, as issue 7 asks of every backend.
+  if (cpu) s.warmup = 1;
   return s;
 }
 
@@ -238,8 +234,7 @@ void add_bench_command(CLI::App& app, Runner& run) {
                   "Token counts T,... (default 1,16,64,256,1024,4096,16384,65536; CPU: up to "
                   "4096)")
       ->check(kNonEmpty);
-  sub->add_option("--iterations", f->iterations,
-                  "Timed runs per case (default 50, fewer for slow CPU cases)")
+  sub->add_option("--iterations", f->iterations, "Timed runs per case (default 50)")
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)")
       ->check(kNonEmpty);
