@@ -10,6 +10,9 @@ jobs=$(nproc)
 
 scripts/install-deps.sh
 scripts/check-format.sh
-cmake -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVQ_WERROR=ON
+# --fresh: a new cache (an earlier configure's, e.g. one that found no nvcc or had tests off, is not
+# kept); the object files are, so a rebuild is incremental.
+cmake --fresh -S . -B "$build" -G Ninja -DCMAKE_BUILD_TYPE=Release -DKVQ_WERROR=ON \
+  -DKVQ_BUILD_TESTS=ON
 cmake --build "$build" -j"$jobs"
-ctest --test-dir "$build" --output-on-failure -j"$jobs"
+ctest --test-dir "$build" --output-on-failure --no-tests=error -j"$jobs"
