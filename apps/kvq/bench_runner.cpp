@@ -260,6 +260,7 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
     scrub_caches();
     r.write = time_launches(&WriteLaunch::launch, &w, graph_allowed,
                             write_bytes(T, plan.valid_tokens, H, D, row), sets);
+    r.write->bytes_all_rows = write_bytes(T, T, H, D, row);
     int64_t skipped = 0;
     throw_if_error(writer->take_out_of_range_slots(&skipped));
     if (skipped != 0) {
@@ -295,6 +296,7 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   scrub_caches();
   r.read = time_launches(&ReadLaunch::launch, &rl, graph_allowed,
                          read_bytes(T, plan.valid_tokens, H, D, row), read_sets);
+  r.read->bytes_all_rows = read_bytes(T, T, H, D, row);
 }
 
 }  // namespace kvq::app::bench

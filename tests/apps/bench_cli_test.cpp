@@ -47,6 +47,14 @@ void expect_timing(const nlohmann::json& t, int iterations, const std::string& w
   EXPECT_GT(t["bytes"]["written"].get<uint64_t>(), 0u);
   EXPECT_EQ(t["bytes"]["total"].get<uint64_t>(),
             t["bytes"]["read"].get<uint64_t>() + t["bytes"]["written"].get<uint64_t>());
+  // Issue 7's count (every row, padding included) is never below the least bytes, and the
+  // percentages scale with it.
+  const double all_rows = t["bytes"]["all_rows_total"].get<double>();
+  const double least = t["bytes"]["total"].get<double>();
+  EXPECT_GE(all_rows, least);
+  EXPECT_NEAR(t["percent_of_copy_all_rows"].get<double>(),
+              t["percent_of_copy"].get<double>() * all_rows / least,
+              1e-9 * t["percent_of_copy_all_rows"].get<double>());
   EXPECT_GE(t["sets"].get<int64_t>(), 2);
   // CPU: no graph replay, and the JSON says why.
   EXPECT_TRUE(t["graph"].is_null());

@@ -324,6 +324,7 @@ TEST(BenchRunner, TimesWriteAndReadWithKnownBytesAndRotates) {
   ASSERT_TRUE(r.write->graph);
   EXPECT_DOUBLE_EQ(r.write->graph->median_ms, 1.0);
   EXPECT_EQ(r.write->bytes.total(), 2ull * 61 * 8 * (256 + 72) + 8 * 64);
+  EXPECT_EQ(r.write->bytes_all_rows.total(), 2ull * 64 * 8 * (256 + 72) + 8 * 64);  // issue 7's
 
   // One set: K + V 262144 + slots 512 + 4 pages 73728 = 336384 bytes; 1 MiB takes 4 sets.
   EXPECT_EQ(r.write->sets, 4);
