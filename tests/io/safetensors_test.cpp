@@ -211,6 +211,24 @@ TEST(SafetensorsRead, ManyTensorsParse) {
   EXPECT_EQ(f.tensors().size(), 100'000u);
 }
 
+// Past kSafetensorsMaxTensors entries the header is refused in the streaming pass, before the
+// tree that would cost about 800 bytes an entry is built.
+TEST(SafetensorsRead, MoreTensorsThanTheLimitAreRefused) {
+  std::string header = "{";
+  for (std::size_t i = 0; i <= kSafetensorsMaxTensors; ++i) {
+    header += fmt::format(R"({}"t{}":{{"dtype":"U8","shape":[0],"data_offsets":[0,0]}})",
+                          i ? "," : "", i);
+  }
+  try {
+    (void)SafetensorsFile::parse(file_bytes(header + "}", {}), "many.safetensors");
+    FAIL() << "expected an error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+    EXPECT_EQ(std::string(e.what()), "many.safetensors: header names more than " +
+                                         std::to_string(kSafetensorsMaxTensors) + " tensors");
+  }
+}
+
 // A zero-size tensor may give sizes whose product overflows; its view is refused, not wrapped.
 TEST(SafetensorsRead, ViewWhoseStridesOverflowIsRefused) {
   const auto f = SafetensorsFile::parse(file_bytes(

@@ -29,6 +29,8 @@ namespace kvq {
 
 // Headers larger than this are refused (the same bound as the reference implementation).
 inline constexpr uint64_t kSafetensorsMaxHeaderBytes = 100'000'000;
+// Tensors one file may name (the parsed header's memory grows with them).
+inline constexpr std::size_t kSafetensorsMaxTensors = 1 << 17;
 
 // The safetensors name of a dtype ("BF16", "F16", "F32", "I32", "I64", "U8"), and back
 // (std::nullopt for any other word, including dtypes kvq does not handle such as "F64").
