@@ -181,9 +181,8 @@ int run_bench(const BenchFlags& f) {
 
   // The numbers go out after every case (marked incomplete until the last), so a run cut short
   // keeps what it measured: to --json, else to the JSON a --plot keeps beside its picture.
-  const std::string json_out = !f.json.empty()  ? f.json
-                               : f.plot.empty() ? std::string()
-                                                : plot_json(f).string();
+  const std::string json_out =
+      f.json.empty() && f.plot.empty() ? std::string() : plot_json(f).string();
   std::vector<bench::CaseResult> results;
   int failed = 0;
   {
@@ -191,9 +190,10 @@ int run_bench(const BenchFlags& f) {
     for (std::size_t i = 0; i < plan.size(); ++i) {
       results.push_back(runner.run(plan[i]));
       failed += results.back().error.empty() ? 0 : 1;
+      // The numbers are on disk before the line that says the case is done.
+      if (!json_out.empty()) write_json(json_out, bench::to_json(info, results, false));
       std::cerr << bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s)
                 << std::endl;
-      if (!json_out.empty()) write_json(json_out, bench::to_json(info, results, false));
     }
   }
 

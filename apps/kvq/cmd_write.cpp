@@ -114,6 +114,11 @@ int run_write(const WriteFlags& f) {
   check_writable(f.output, "--output");
   check_distinct(f.output, "--output", f.input, "--input");  // --cache C --output C: in place
   check_distinct(f.output, "--output", f.config, "CONFIG");
+  // --cache C --output C is the in-place update; any other --cache must not be OUT.tmp, which the
+  // write truncates and renames over OUT.
+  if (!f.cache.empty() && !same_file(f.output, f.cache)) {
+    check_distinct(f.output, "--output", f.cache, "--cache");
+  }
   const SafetensorsFile in = SafetensorsFile::load(f.input);
   const Inputs x = check_inputs(in, cfg, f.config);
   std::vector<uint8_t> cache;

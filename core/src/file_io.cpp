@@ -154,16 +154,12 @@ void check_writable(const std::filesystem::path& file, std::string_view what) {
   if (!existed) ::unlink(tmp.c_str());
 }
 
-namespace {
-
 bool same_file(const std::filesystem::path& a, const std::filesystem::path& b) {
   std::error_code ec;  // equivalent() fails when either file is missing: compare the names then
   return std::filesystem::equivalent(a, b, ec) ||
          std::filesystem::absolute(a, ec).lexically_normal() ==
              std::filesystem::absolute(b, ec).lexically_normal();
 }
-
-}  // namespace
 
 void check_distinct(const std::filesystem::path& output, std::string_view output_what,
                     const std::filesystem::path& input, std::string_view input_what) {

@@ -224,8 +224,8 @@ TEST_F(BenchCli, UnwritablePlotJsonFailsBeforeTiming) {
 }
 
 // A run cut short keeps the cases it finished: with --plot and no --json too, in PLOT.json,
-// marked incomplete. SIGTERM goes out once the first case's progress line is on stderr, while the
-// second (512Ki tokens on the CPU: seconds) runs.
+// marked incomplete. SIGTERM goes out once the first case's progress line is on stderr (printed
+// after its numbers are on disk), while the second (512Ki tokens on the CPU: seconds) runs.
 TEST_F(BenchCli, AnInterruptedPlotRunKeepsItsFinishedCases) {
   const fs::path bin = dir_ / "bin";
   fs::create_directories(bin);
@@ -243,7 +243,7 @@ TEST_F(BenchCli, AnInterruptedPlotRunKeepsItsFinishedCases) {
   EXPECT_EQ(doc["complete"], false);
   ASSERT_EQ(doc["cases"].size(), 1u);
   EXPECT_EQ(doc["cases"][0]["tokens"], 1);
-  EXPECT_FALSE(fs::exists(dir_ / "bench.png"));
+  EXPECT_FALSE(fs::exists(dir_ / "bench.json.tmp"));
 }
 
 TEST_F(BenchCli, PlotDrawsAPng) {

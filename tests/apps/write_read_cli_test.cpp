@@ -556,6 +556,12 @@ TEST_F(WriteReadCli, AnOutputThatIsAnInputIsRefused) {
                  "--output " + path("x.safetensors") + ": writes through " +
                      path("x.safetensors.tmp") + ", which is the --input file");
   EXPECT_EQ(slurp(dir_ / "x.safetensors.tmp"), in_before);
+  fs::copy_file(dir_ / "cache.safetensors", dir_ / "y.safetensors.tmp");
+  expect_failure(write("--cache " + path("y.safetensors.tmp"), "y.safetensors"), 2,
+                 "--output " + path("y.safetensors") + ": writes through " +
+                     path("y.safetensors.tmp") + ", which is the --cache file");
+  EXPECT_TRUE(fs::exists(dir_ / "y.safetensors.tmp"));
+  EXPECT_FALSE(fs::exists(dir_ / "y.safetensors"));
 }
 
 // A write that fails part-way (here a file size limit, as a full disk would) leaves the output

@@ -142,11 +142,16 @@ __device__ __forceinline__ bool writes_nothing(const WriteKernelDesc& d, const I
 // before its stores: a thread holding both sides checks both, and one-side writes have both
 // scales on the device (plan_write), each thread checking its partner's side too, so that neither
 // side is written alone. Each token that would have been written is counted once, with the
-// value, for take_out_of_range_slots.
+// value, for take_out_of_range_slots; a token past the cache is counted as such, as
+// writes_nothing counts it (two groups a thread: it already has, in load_unit).
 __device__ __forceinline__ void report_unusable_scale(const WriteKernelDesc& d, const ItemIndex& ix,
                                                       int side0, int64_t slot, int side,
                                                       uint32_t bits) {
-  if (ix.head != 0 || ix.group != 0 || side0 != 0 || slot < 0 || slot >= d.page.num_slots) return;
+  if (ix.head != 0 || ix.group != 0 || side0 != 0 || slot < 0) return;
+  if (slot >= d.page.num_slots) {
+    atomicAdd(&d.counters->out_of_range_slots, 1ull);
+    return;
+  }
   atomicAdd(&d.counters->unusable_scale_tokens, 1ull);
   atomicExch(&d.counters->last_unusable_scale, static_cast<unsigned long long>(side) << 32 | bits);
 }

@@ -42,6 +42,10 @@ KVQ_API bool write_file_atomically(const std::filesystem::path& file,
 // message starts with `what` ("--json"), then the path and the reason.
 KVQ_API void check_writable(const std::filesystem::path& file, std::string_view what);
 
+// Whether two paths name one file: the same path, or, where both exist, the same file by another
+// name (a link).
+KVQ_API bool same_file(const std::filesystem::path& a, const std::filesystem::path& b);
+
 // Refuses an output that is one of the command's inputs (the write would replace what it reads):
 // the same path, or, where both exist, the same file by another name; and an output whose FILE.tmp
 // is the input (the write would truncate it). An empty `input` (an optional flag not given)
