@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kvq/core/device_runtime.h"
+#include "kvq/core/median.h"
 
 namespace kvq {
 namespace {
@@ -62,17 +63,15 @@ class HostRuntime final : public DeviceRuntime {
       // says): one slow copy (a page fault, another process) moves it no more than a fast one.
       std::vector<unsigned char> a(bytes, 1), b(bytes, 0);
       std::memcpy(b.data(), a.data(), bytes);  // touch both
-      constexpr int kCopies = 9;
       std::vector<double> rates;
-      for (int i = 0; i < kCopies; ++i) {
+      for (int i = 0; i < 9; ++i) {
         auto t0 = std::chrono::steady_clock::now();
         std::memcpy(b.data(), a.data(), bytes);
         auto t1 = std::chrono::steady_clock::now();
         double s = std::chrono::duration<double>(t1 - t0).count();
         rates.push_back(s > 0 ? 2.0 * static_cast<double>(bytes) / s : 0.0);
       }
-      std::nth_element(rates.begin(), rates.begin() + kCopies / 2, rates.end());
-      *bytes_per_second = rates[kCopies / 2];
+      *bytes_per_second = median(std::move(rates));
     });
   }
 };

@@ -6,9 +6,8 @@
 // once per writer and never reset (WriteCounters); so are the tokens of writes that found an
 // unusable device scale and wrote nothing. take_out_of_range_slots() synchronizes and reports
 // their growth since the last take: the slots as its count, such tokens as an invalid_argument
-// Status. A CUDA graph
-// that captured a write refers to the writer's counters: destroy the writer only after its last
-// replay.
+// Status. A CUDA graph that captured a write refers to the writer's counters: destroy the writer
+// only after its last replay.
 //
 // Stream capture: write() and read() may be captured into a CUDA graph (any capture mode). They
 // call only capture-safe runtime functions on the way (cudaGetDevice, cudaStreamIsCapturing,
