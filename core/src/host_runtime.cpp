@@ -1,8 +1,8 @@
-#include <algorithm>
 #include <chrono>
 #include <cstring>
 #include <new>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kvq/core/device_runtime.h"
