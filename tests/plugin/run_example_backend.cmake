@@ -2,7 +2,8 @@
 #   1. cmake --install the kvq build into a prefix (no root: it is under the build folder),
 #   2. configure, build and install examples/custom_backend against it (find_package(kvq)),
 #   3. run the installed `kvq backends` with KVQ_PLUGIN_PATH at the installed plugin and check
-#      that example_nvfp4 is listed and available.
+#      that example_nvfp4 is listed and available, and that the installed kvq found its own
+#      reference_cpu beside itself (<prefix>/lib/kvq/plugins, from the executable's location).
 # Inputs (-D): KVQ_BUILD_DIR, KVQ_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER, BUILD_TYPE.
 cmake_minimum_required(VERSION 3.25)
 
@@ -46,5 +47,10 @@ if(NOT row MATCHES " 1\\.0\\.0 +available \\(single-threaded CPU example\\) +nvf
 endif()
 if(NOT row MATCHES "${plugin}$")
   message(FATAL_ERROR "kvq backends: expected the row to name ${plugin}:\n${row}")
+endif()
+string(REGEX MATCH "\nreference_cpu [^\n]*" own "\n${run_out}")
+if(NOT own MATCHES " available .*${kvq_prefix}/lib/kvq/plugins/libkvq_reference_cpu\\.so$")
+  message(FATAL_ERROR "kvq backends: expected the installed kvq to list its own reference_cpu "
+                      "from ${kvq_prefix}/lib/kvq/plugins, got:\n${run_out}")
 endif()
 message(STATUS "kvq backends lists the example:${row}")
