@@ -10,10 +10,6 @@
 #include "kvq/core/logging.h"
 #include "plugin_loader.h"
 
-#ifndef KVQ_INSTALL_LIBDIR
-#define KVQ_INSTALL_LIBDIR "lib"
-#endif
-
 namespace kvq {
 namespace {
 
@@ -91,22 +87,16 @@ std::shared_ptr<DeviceRuntime> Backend::make_runtime(const BackendOptions& optio
 // ---- where plugins are searched -----------------------------------------------------------------
 
 fs::path Registry::installed_plugin_dir() {
+  // From this library's own file, not the executable's: an engine that links kvq (a Python
+  // process, a server binary) lives elsewhere, while libkvq_core and the plugins are installed
+  // together. For kvq's own programs it is the same folder (<prefix>/bin/../lib/kvq/plugins).
   boost::dll::fs::error_code ec;
-  fs::path exe = boost::dll::program_location(ec);
-  if (ec || exe.empty()) {
-    std::error_code ec2;
-    exe = fs::read_symlink("/proc/self/exe", ec2);
-    if (ec2) return {};
-  }
-  const fs::path prefix = exe.parent_path().parent_path();  // <prefix>/bin/kvq -> <prefix>
-  // The build tree always uses lib/; an install may use another libdir (lib/x86_64-linux-gnu).
-  const fs::path libdir = KVQ_INSTALL_LIBDIR;
-  if (libdir.is_relative() && libdir != "lib") {
-    std::error_code ec3;
-    fs::path installed = (prefix / libdir / "kvq" / "plugins").lexically_normal();
-    if (fs::is_directory(installed, ec3)) return installed;
-  }
-  return (prefix / "lib" / "kvq" / "plugins").lexically_normal();
+  const fs::path self = boost::dll::this_line_location(ec);
+  if (ec || self.empty()) return {};
+  std::error_code ec2;
+  const fs::path lib = fs::absolute(self, ec2);
+  if (ec2) return {};
+  return (lib.parent_path() / "kvq" / "plugins").lexically_normal();
 }
 
 std::vector<fs::path> Registry::search_path(const std::vector<std::string>& plugin_paths,

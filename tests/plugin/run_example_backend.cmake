@@ -3,7 +3,9 @@
 #   2. configure, build and install examples/custom_backend against it (find_package(kvq)),
 #   3. run the installed `kvq backends` with KVQ_PLUGIN_PATH at the installed plugin and check
 #      that example_nvfp4 is listed and available, and that the installed kvq found its own
-#      reference_cpu beside itself (<prefix>/lib/kvq/plugins, from the executable's location).
+#      reference_cpu beside libkvq_core (<prefix>/lib/kvq/plugins);
+#   4. run a copy of kvq from another folder, linking the installed libkvq_core (as an engine
+#      embedding kvq does): it finds the same plugins, from the library's location.
 # Inputs (-D): KVQ_BUILD_DIR, KVQ_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER, BUILD_TYPE.
 cmake_minimum_required(VERSION 3.25)
 
@@ -54,3 +56,13 @@ if(NOT own MATCHES " available .*${kvq_prefix}/lib/kvq/plugins/libkvq_reference_
                       "from ${kvq_prefix}/lib/kvq/plugins, got:\n${run_out}")
 endif()
 message(STATUS "kvq backends lists the example:${row}")
+
+set(elsewhere ${WORK_DIR}/engine/bin)
+file(COPY ${kvq_prefix}/bin/kvq DESTINATION ${elsewhere})
+run("kvq backends from elsewhere" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${kvq_prefix}/lib
+    ${elsewhere}/kvq backends)
+string(REGEX MATCH "\nreference_cpu [^\n]*" own "\n${run_out}")
+if(NOT own MATCHES " available .*${kvq_prefix}/lib/kvq/plugins/libkvq_reference_cpu\\.so$")
+  message(FATAL_ERROR "a kvq program outside the install: expected reference_cpu from "
+                      "${kvq_prefix}/lib/kvq/plugins (beside libkvq_core), got:\n${run_out}")
+endif()

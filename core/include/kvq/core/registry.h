@@ -55,7 +55,8 @@ class KVQ_API Registry {
   static std::vector<std::filesystem::path> search_path(
       const std::vector<std::string>& plugin_paths, const std::filesystem::path& base_dir = {});
 
-  // lib/kvq/plugins relative to the running executable (bin/../lib/kvq/plugins).
+  // kvq/plugins beside libkvq_core itself (<libdir>/kvq/plugins of a build or an install, wherever
+  // it was moved; for kvq's own programs bin/../lib/kvq/plugins). Empty if that file is unknown.
   static std::filesystem::path installed_plugin_dir();
 
   // Loads every libkvq_*.so in the folders (and files named directly). Failures are recorded, not
