@@ -11,10 +11,10 @@
 
 #include "attention.h"
 #include "cache_content.h"
-#include "common/backend_select.h"
 #include "interrupt.h"
 #include "kv_generator.h"
 #include "kvq/core/logging.h"
+#include "kvq/core/open_backend.h"
 #include "progress.h"
 #include "sequence_scheduler.h"
 #include "sharded_cache.h"
@@ -59,12 +59,12 @@ class DemoRun {
     const int64_t shards = options_.tensor_parallel;
     check_tensor_parallel(heads_, shards);
     if (!options_.devices.empty()) (void)shard_devices(shards, Device::cpu(), options_.devices);
-    app::OpenedBackend opened = app::open_backend(cfg_, options_.backend);
+    OpenedBackend opened = open_backend(cfg_, options_.backend);
     const int64_t max_write = std::max(spec_.prompt_tokens[1], spec_.max_batch);
     const int64_t max_read = spec_.prompt_tokens[1] + spec_.decode_tokens[1];
     // Devices from the config (not --devices): a device the backend refuses is the config's.
     if (options_.devices.empty()) {
-      app::at_config_keys(cfg_, [&] { open_cache(opened, shards, max_write, max_read); });
+      at_config_keys(cfg_, [&] { open_cache(opened, shards, max_write, max_read); });
     } else {
       open_cache(opened, shards, max_write, max_read);
     }
@@ -181,7 +181,7 @@ class DemoRun {
  private:
   // The cache in `shards` KV-head shards: on --devices, or counted up from the device the
   // backend resolves the config's to (one shard: exactly the config's device, as before).
-  void open_cache(const app::OpenedBackend& opened, int64_t shards, int64_t max_write,
+  void open_cache(const OpenedBackend& opened, int64_t shards, int64_t max_write,
                   int64_t max_read) {
     std::vector<Device> devices;
     if (shards > 1 || !options_.devices.empty()) {
@@ -323,7 +323,7 @@ class DemoRun {
     result_.verify = v;
   }
 
-  void fill_header(const app::OpenedBackend& opened) {
+  void fill_header(const OpenedBackend& opened) {
     DemoResult& r = result_;
     r.backend = opened.backend.info().name;
     r.backend_version = opened.backend.info().version;

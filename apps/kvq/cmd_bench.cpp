@@ -11,7 +11,6 @@
 #include <optional>
 #include <string>
 
-#include "../common/backend_select.h"
 #include "bench_plan.h"
 #include "bench_plot.h"
 #include "bench_report.h"
@@ -19,6 +18,7 @@
 #include "commands.h"
 #include "kvq/core/file_io.h"
 #include "kvq/core/logging.h"
+#include "kvq/core/open_backend.h"
 #include "kvq/layouts/layout_factory.h"
 
 namespace kvq::app {

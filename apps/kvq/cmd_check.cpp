@@ -5,8 +5,8 @@
 #include <iostream>
 #include <optional>
 
-#include "../common/backend_select.h"
 #include "commands.h"
+#include "kvq/core/open_backend.h"
 
 namespace kvq::app {
 namespace {

@@ -7,12 +7,12 @@
 
 #include <iostream>
 
-#include "../common/backend_select.h"
 #include "backend_call.h"
 #include "cache_file.h"
 #include "commands.h"
 #include "kvq/core/file_io.h"
 #include "kvq/core/kv_cache.h"
+#include "kvq/core/open_backend.h"
 #include "kvq/core/safetensors.h"
 #include "tensor_staging.h"
 

@@ -8,13 +8,13 @@
 #include <iostream>
 #include <optional>
 
-#include "../common/backend_select.h"
 #include "backend_call.h"
 #include "cache_file.h"
 #include "commands.h"
 #include "kvq/core/file_io.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/logging.h"
+#include "kvq/core/open_backend.h"
 #include "kvq/core/safetensors.h"
 #include "kvq/core/slot_mapping.h"
 #include "tensor_staging.h"

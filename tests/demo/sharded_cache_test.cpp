@@ -11,8 +11,8 @@
 #include <vector>
 
 #include "cache_content.h"
-#include "common/backend_select.h"
 #include "kv_generator.h"
+#include "kvq/core/open_backend.h"
 #include "kvq/core/page_layout.h"
 #include "kvq/core/registry.h"
 #include "shard_compare.h"
@@ -229,7 +229,7 @@ TEST(OpenBackend, CarriesTheConfigsThreadsDeviceAndCache) {
   const Config cfg = parse_config(
       "backend: reference_cpu\ndevice: cpu\nthreads: 3\n"
       "cache: {format: nvfp4, num_blocks: 6, block_size: 8, num_kv_heads: 4, head_size: 64}\n");
-  const app::OpenedBackend opened = app::open_backend(cfg);
+  const OpenedBackend opened = open_backend(cfg);
   EXPECT_EQ(opened.backend.info().name, "reference_cpu");
   EXPECT_EQ(opened.options.threads, 3);
   EXPECT_EQ(opened.options.device, Device::cpu());

@@ -1,9 +1,9 @@
-#include "backend_select.h"
+#include "kvq/core/open_backend.h"
 
 #include <filesystem>
 #include <system_error>
 
-namespace kvq::app {
+namespace kvq {
 
 void check_plugin_paths(const Config& cfg) {
   const auto search = Registry::search_path(cfg.plugin_paths, cfg.base_dir());
@@ -44,4 +44,4 @@ OpenedBackend open_backend(const Config& cfg, const std::optional<std::string>& 
   return OpenedBackend{std::move(registry), std::move(backend), std::move(options)};
 }
 
-}  // namespace kvq::app
+}  // namespace kvq

@@ -1,13 +1,14 @@
 #pragma once
-// config -> registry -> backend: the first steps of the one-way data flow, shared by kvq write,
-// read, bench, check and kvq-demo.
+// config -> registry -> backend: the first steps of the one-way data flow, for any program that
+// takes its cache from a kvq config (kvq's commands, kvq-demo, an engine embedding kvq).
 #include <optional>
 #include <string>
 
 #include "kvq/core/config.h"
+#include "kvq/core/export.h"
 #include "kvq/core/registry.h"
 
-namespace kvq::app {
+namespace kvq {
 
 struct OpenedBackend {
   Registry registry;       // what was found (for messages)
@@ -19,11 +20,12 @@ struct OpenedBackend {
 // folder, then selects `name_override` (a --backend flag) or the config's backend. Throws
 // kvq::Error: not_found when no plugin has that name (listing the ones found and the files that
 // failed to load), unavailable with the probe's reason.
-OpenedBackend open_backend(const Config& cfg, const std::optional<std::string>& name_override = {});
+KVQ_API OpenedBackend open_backend(const Config& cfg,
+                                   const std::optional<std::string>& name_override = {});
 
 // A plugin_paths entry that does not exist is a config error at FILE:LINE:COL (as a missing
 // --plugin-path is a usage error): a typo would otherwise leave its plugins silently unfound.
-void check_plugin_paths(const Config& cfg);
+KVQ_API void check_plugin_paths(const Config& cfg);
 
 // Runs `make` (a backend's make_writer, make_reader or make_runtime on the config's options). An
 // error the backend pins on a config key ("device", "threads", "cache.head_size") is reported as
@@ -40,4 +42,4 @@ auto at_config_keys(const Config& cfg, Make&& make) -> decltype(make()) {
   }
 }
 
-}  // namespace kvq::app
+}  // namespace kvq
