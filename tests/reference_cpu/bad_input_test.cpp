@@ -1,5 +1,6 @@
 // Bad writes: each is refused with its exact message, and the cache is left bit-for-bit as it was
 // (the bad value sits after good tokens, so a writer that wrote as it checked would be caught).
+// The cache sits between guard bands (GuardedCache) that no write, refused or not, may change.
 #include <fmt/format.h>
 #include <gtest/gtest.h>
 
@@ -26,19 +27,19 @@ class BadWrite : public ::testing::Test {
   std::vector<uint16_t> key = std::vector<uint16_t>(kTokens * kHeads * kHeadSize, 0x3f80);
   std::vector<uint16_t> value = std::vector<uint16_t>(kTokens * kHeads * kHeadSize, 0xbf80);
   std::vector<int64_t> slots = {0, 17, 33, 49, -1, 2, 63, 40};
-  std::vector<uint8_t> cache = std::vector<uint8_t>(kBlocks * kPage);
-  std::vector<uint8_t> before;
+  test::GuardedCache cache{kBlocks * kPage, 0};
+  std::vector<uint8_t> before;  // cache.contents() before the write
   WriteArgs args;
 
   void SetUp() override {
     ASSERT_EQ(writer.layout().page_bytes(), static_cast<uint64_t>(kPage));
     std::mt19937 rng(3);
-    for (auto& b : cache) b = static_cast<uint8_t>(rng());
-    before = cache;
+    for (size_t i = 0; i < cache.size(); ++i) cache.data()[i] = static_cast<uint8_t>(rng());
+    before = cache.contents();
     args.key = make_view(key.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
     args.value = make_view(value.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
     args.slot_mapping = make_view(slots.data(), DType::i64, {kTokens});
-    args.cache = make_view(cache.data(), DType::u8, {kBlocks, kPage});
+    args.cache = cache.view(kBlocks, kPage);
   }
 
   void expect_refused(ErrorCode code, const std::string& message) {
@@ -46,17 +47,29 @@ class BadWrite : public ::testing::Test {
     EXPECT_FALSE(s.is_ok()) << "expected: " << message;
     EXPECT_EQ(s.code(), code) << s.message();
     EXPECT_EQ(s.message(), message);
-    EXPECT_TRUE(cache == before) << "a refused write changed the cache";
+    EXPECT_TRUE(cache.contents() == before) << "a refused write changed the cache";
+    EXPECT_EQ(cache.guard_damage(), "") << "a refused write landed outside the cache";
   }
 };
 
 TEST_F(BadWrite, TheUnchangedArgumentsAreFine) {
   const Status s = writer.write(args);
   ASSERT_TRUE(s.is_ok()) << s.message();
-  EXPECT_FALSE(cache == before);
+  EXPECT_FALSE(cache.contents() == before);
+  EXPECT_EQ(cache.guard_damage(), "");
   int64_t skipped = -1;
   ASSERT_TRUE(writer.take_out_of_range_slots(&skipped).is_ok());
   EXPECT_EQ(skipped, 0);
+}
+
+// Every negative slot is padding, not only -1; the cache's first and last slots (0 and 63) and
+// those either side of a page boundary (15, 16) are written without touching the guards.
+TEST_F(BadWrite, EdgeAndNegativeSlotsStayInsideTheCache) {
+  slots = {63, -2, 0, -17, 15, -16, 16, -1};
+  const Status s = writer.write(args);
+  ASSERT_TRUE(s.is_ok()) << s.message();
+  EXPECT_FALSE(cache.contents() == before);
+  EXPECT_EQ(cache.guard_damage(), "");
 }
 
 TEST_F(BadWrite, SlotOutOfRange) {
@@ -163,13 +176,15 @@ TEST_F(BadWrite, CacheTooSmallOrStrided) {
                  "cache: [9216] u8 cpu: expected 2 dimensions [num_blocks, page_bytes]");
   // Too large is refused as well: a cache of another geometry, whose pages the layout's offsets
   // would misplace.
-  std::vector<uint8_t> larger((kBlocks + 1) * kPage);
-  args.cache = make_view(larger.data(), DType::u8, {kBlocks + 1, kPage});
+  test::GuardedCache larger((kBlocks + 1) * kPage, 0);
+  args.cache = larger.view(kBlocks + 1, kPage);
   expect_refused(ErrorCode::invalid_argument,
                  "cache: shape [5, 2304]: expected [4, 2304] (num_blocks x page_bytes)");
   args.cache = make_view(larger.data(), DType::u8, {kBlocks, kPage + 1});
   expect_refused(ErrorCode::invalid_argument,
                  "cache: shape [4, 2305]: expected [4, 2304] (num_blocks x page_bytes)");
+  EXPECT_TRUE(larger.contents() == std::vector<uint8_t>(larger.size(), 0));
+  EXPECT_EQ(larger.guard_damage(), "");
 }
 
 TEST_F(BadWrite, DevicesStridesAndAliasing) {
@@ -191,13 +206,13 @@ TEST_F(BadWrite, DevicesStridesAndAliasing) {
   args.key = make_view(key.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
   // Each input on its own: the value rows and the slots inside the cache.
   std::memcpy(cache.data() + 64, value.data(), value.size() * sizeof(uint16_t));
-  before = cache;
+  before = cache.contents();
   args.value = make_view(cache.data() + 64, DType::bf16, {kTokens, kHeads, kHeadSize});
   expect_refused(ErrorCode::invalid_argument,
                  "value and cache share memory: expected separate buffers");
   args.value = make_view(value.data(), DType::bf16, {kTokens, kHeads, kHeadSize});
   std::memcpy(cache.data() + kPage * kBlocks - 64, slots.data(), slots.size() * sizeof(int64_t));
-  before = cache;
+  before = cache.contents();
   args.slot_mapping = make_view(cache.data() + kPage * kBlocks - 64, DType::i64, {kTokens});
   expect_refused(ErrorCode::invalid_argument,
                  "slot_mapping and cache share memory: expected separate buffers");
@@ -235,7 +250,7 @@ TEST_F(BadWrite, ScalePointersAreAlignedAndOutsideTheCache) {
                              static_cast<const void*>(args.k_scale_ptr)));
   const float one = 1.0f;
   std::memcpy(cache.data() + 64, &one, sizeof one);
-  before = cache;
+  before = cache.contents();
   args.k_scale_ptr = reinterpret_cast<const float*>(cache.data() + 64);
   expect_refused(ErrorCode::invalid_argument,
                  "*k_scale_ptr and cache share memory: expected separate buffers");
@@ -288,13 +303,15 @@ class BadRead : public ::testing::Test {
     const Status s = reader.read(args);
     EXPECT_EQ(s.code(), code) << s.message();
     EXPECT_EQ(s.message(), message);
-    for (float x : key) ASSERT_EQ(x, 9.0f) << "a refused read wrote its output";
+    for (float x : key) ASSERT_EQ(x, 9.0f) << "a refused read wrote its key output";
+    for (float x : value) ASSERT_EQ(x, 9.0f) << "a refused read wrote its value output";
   }
 };
 
 TEST_F(BadRead, Refusals) {
   ASSERT_TRUE(BadRead::reader.read(args).is_ok());
   std::fill(key.begin(), key.end(), 9.0f);
+  std::fill(value.begin(), value.end(), 9.0f);
   slots[2] = 64;
   expect_refused(ErrorCode::out_of_range,
                  "slot_mapping[2] = 64: expected < 64 (num_blocks 4 x block_size 16; negative "
@@ -318,10 +335,16 @@ TEST_F(BadRead, Refusals) {
   // An output over the slots it reads (the slots live in the first bytes of the value buffer).
   std::vector<float> value_and_slots(4 * kHeads * kHeadSize, 9.0f);
   std::memcpy(value_and_slots.data(), slots.data(), slots.size() * sizeof(int64_t));
+  const std::vector<float> value_and_slots_before = value_and_slots;
   args.slot_mapping = make_view(value_and_slots.data(), DType::i64, {4});
   args.value = make_view(value_and_slots.data(), DType::f32, {4, kHeads, kHeadSize});
   expect_refused(ErrorCode::invalid_argument,
                  "value and slot_mapping share memory: expected separate buffers");
+  // Compared as bytes: slot -1 reads as a NaN float.
+  EXPECT_EQ(std::memcmp(value_and_slots.data(), value_and_slots_before.data(),
+                        value_and_slots.size() * sizeof(float)),
+            0)
+      << "a refused read wrote its value output";
 }
 
 TEST_F(BadRead, NegativeTokenCountIsRefused) {

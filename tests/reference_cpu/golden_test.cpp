@@ -1,7 +1,9 @@
 // Golden caches: small caches whose every byte is pinned. Each (token, head, group) of K and V is
 // filled with one of the format doc's worked vectors (or one derived below by hand from its
 // rules), and the expected page bytes are those vectors' bytes placed at offsets computed from
-// the doc's formulas (reference_test_util.h HandLayout). Bytes no token writes keep a sentinel.
+// the doc's formulas (reference_test_util.h HandLayout). Bytes no token writes keep a sentinel,
+// and the guard bands around the cache (GuardedCache) their pattern: the slots include the first
+// and last slot of a cache and negative ones other than -1.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -147,13 +149,13 @@ Built build_and_write(const Case& c, int32_t threads = 0, bool scales_by_pointer
       test::options_for(c.num_blocks, c.block_size, H, D, c.order, c.k_scales, c.v_scales, threads);
   reference_cpu::ReferenceWriter writer(opts);
   EXPECT_EQ(writer.layout().page_bytes(), static_cast<uint64_t>(hand.page_bytes()));
-  out.cache.assign(out.expected.size(), kSentinel);
+  test::GuardedCache cache(out.expected.size(), kSentinel);
   std::vector<int64_t> slots = c.slots;
   WriteArgs a;
   a.key = key.view(T, H, D);
   a.value = value.view(T, H, D);
   a.slot_mapping = make_view(slots.data(), DType::i64, {T});
-  a.cache = make_view(out.cache.data(), DType::u8, {c.num_blocks, hand.page_bytes()});
+  a.cache = cache.view(c.num_blocks, hand.page_bytes());
   float k = c.k_scale, v = c.v_scale;
   if (scales_by_pointer) {
     a.k_scale = a.v_scale = 99.0f;  // must be ignored
@@ -165,6 +167,8 @@ Built build_and_write(const Case& c, int32_t threads = 0, bool scales_by_pointer
   }
   const Status s = writer.write(a);
   EXPECT_TRUE(s.is_ok()) << s.message();
+  EXPECT_EQ(cache.guard_damage(), "") << c.name << ": a write landed outside the cache";
+  out.cache = cache.contents();
   return out;
 }
 

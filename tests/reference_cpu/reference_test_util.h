@@ -2,6 +2,7 @@
 // Test helpers for the reference CPU backend. Nothing here calls the layouts library: offsets are
 // the format doc's formulas written out again, so the tests check the code, not themselves.
 #include <cmath>
+#include <cstddef>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -114,6 +115,51 @@ inline BackendOptions options_for(int64_t num_blocks, int64_t block_size, int64_
   o.threads = threads;
   return o;
 }
+
+// A cache of `size` bytes inside a larger allocation, with guard bands of a fixed pattern before
+// and after it: [kGuardBytes | cache | kGuardBytes]. The writer gets a view of the middle only,
+// so a write that strays outside the cache (a negative or past-the-end slot, a wrong page
+// offset) lands in a guard instead of unowned heap, and guard_damage() reports it.
+class GuardedCache {
+ public:
+  static constexpr size_t kGuardBytes = 4096;
+
+  GuardedCache(size_t size, uint8_t fill) : all_(size + 2 * kGuardBytes, fill), size_(size) {
+    for (size_t i = 0; i < kGuardBytes; ++i) all_[i] = all_[kGuardBytes + size + i] = guard(i);
+  }
+  uint8_t* data() { return all_.data() + kGuardBytes; }
+  size_t size() const { return size_; }
+  TensorView view(int64_t num_blocks, int64_t page_bytes) {
+    return make_view(data(), DType::u8, {num_blocks, page_bytes});
+  }
+  // The cache's bytes, without the guards.
+  std::vector<uint8_t> contents() const {
+    const auto begin = all_.begin() + static_cast<std::ptrdiff_t>(kGuardBytes);
+    return {begin, begin + static_cast<std::ptrdiff_t>(size_)};
+  }
+  // "" when both guards still hold their pattern, else what changed, at offsets from the cache's
+  // first byte (negative: before the cache).
+  std::string guard_damage() const {
+    std::string damage;
+    for (const size_t begin : {size_t{0}, kGuardBytes + size_}) {
+      size_t changed = 0, first = 0;
+      for (size_t i = 0; i < kGuardBytes; ++i) {
+        if (all_[begin + i] != guard(i) && changed++ == 0) first = begin + i;
+      }
+      if (changed == 0) continue;
+      damage += std::to_string(changed) + " bytes of the guard " +
+                (begin == 0 ? "before" : "after") + " the cache changed, the first at offset " +
+                std::to_string(static_cast<int64_t>(first) - static_cast<int64_t>(kGuardBytes)) +
+                " (cache size " + std::to_string(size_) + "); ";
+    }
+    return damage;
+  }
+
+ private:
+  static uint8_t guard(size_t i) { return static_cast<uint8_t>(0x5A ^ (i * 13)); }
+  std::vector<uint8_t> all_;
+  size_t size_;
+};
 
 // ||a - b|| / ||a||
 inline double rel_l2(const std::vector<float>& a, const std::vector<float>& b) {

@@ -6,6 +6,7 @@
 #include <algorithm>
 #include <cmath>
 #include <random>
+#include <string>
 #include <thread>
 
 #include "kvq/reference_cpu/reference_reader.h"
@@ -36,16 +37,17 @@ struct Inputs {
   }
 };
 
+// The cache's bytes after the write (it starts as 0x3C), checking that no write left the cache.
 std::vector<uint8_t> write(const WriteArgs& base, int32_t threads) {
   reference_cpu::ReferenceWriter writer(test::options_for(
       kBlocks, kBlockSize, kHeads, kHeadSize, "HND", "linear", "sm100_swizzled", threads));
-  std::vector<uint8_t> cache(writer.layout().cache_bytes(), 0x3C);
+  test::GuardedCache cache(writer.layout().cache_bytes(), 0x3C);
   WriteArgs a = base;
-  a.cache = make_view(cache.data(), DType::u8,
-                      {kBlocks, static_cast<int64_t>(writer.layout().page_bytes())});
+  a.cache = cache.view(kBlocks, static_cast<int64_t>(writer.layout().page_bytes()));
   const Status s = writer.write(a);
   EXPECT_TRUE(s.is_ok()) << s.message();
-  return cache;
+  EXPECT_EQ(cache.guard_damage(), "") << threads << " threads";
+  return cache.contents();
 }
 
 TEST(Threads, OutputIsIdenticalForAnyThreadCount) {
@@ -147,8 +149,9 @@ TEST(Dtypes, F16SubnormalsGiveTheBytesOfTheirF32Values) {
   EXPECT_TRUE(write(f16, 1) == expected);
 }
 
-// The reader honours each output's own strides, padding rows included: key into [T, H, D], value
-// into [T, D, H] storage, against a read into contiguous outputs.
+// The reader honours each output's own strides, padding tokens included: key into [T, H, D] rows
+// padded to kRow floats, value into [T, D, H] storage, against a read into contiguous outputs.
+// The key's padding floats keep their 7.0f.
 TEST(Strides, ReadOutputsOfDifferentStridesGetTheSameValues) {
   Inputs in;
   test::Rows k(DType::bf16, in.key), v(DType::bf16, in.value);
@@ -160,7 +163,9 @@ TEST(Strides, ReadOutputsOfDifferentStridesGetTheSameValues) {
   reference_cpu::ReferenceReader reader(
       test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize, "HND", "linear", "sm100_swizzled"));
   const size_t n = in.key.size();
-  std::vector<float> key(n), value(n), key_s(n, 7.0f), value_tdh(n, 7.0f);
+  std::vector<float> key(n), value(n), value_tdh(n, 7.0f);
+  constexpr int64_t kRow = kHeadSize + 8;  // each key row [D] followed by 8 unused floats
+  std::vector<float> key_padded(kTokens * kHeads * kRow, 7.0f);  // [T, H, kRow]
   ReadArgs r;
   r.cache = make_view(cache.data(), DType::u8,
                       {kBlocks, static_cast<int64_t>(reader.layout().page_bytes())});
@@ -168,17 +173,26 @@ TEST(Strides, ReadOutputsOfDifferentStridesGetTheSameValues) {
   r.key = make_view(key.data(), DType::f32, {kTokens, kHeads, kHeadSize});
   r.value = make_view(value.data(), DType::f32, {kTokens, kHeads, kHeadSize});
   ASSERT_TRUE(reader.read(r).is_ok());
-  r.key = make_view(key_s.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  r.key = make_view(key_padded.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+  r.key.strides = {kHeads * kRow, kRow, 1, 0};
   r.value = make_view(value_tdh.data(), DType::f32, {kTokens, kHeads, kHeadSize});
   r.value.strides = {kHeads * kHeadSize, 1, kHeads, 0};
   ASSERT_TRUE(reader.read(r).is_ok());
-  EXPECT_TRUE(key_s == key);
   for (int64_t t = 0; t < kTokens; ++t) {
     for (int64_t h = 0; h < kHeads; ++h) {
+      const auto where = [&](int64_t d) {
+        return "token " + std::to_string(t) + " (slot " + std::to_string(in.slots[t]) + "), head " +
+               std::to_string(h) + ", element " + std::to_string(d);
+      };
+      for (int64_t d = 0; d < kRow; ++d) {
+        ASSERT_EQ(key_padded[(t * kHeads + h) * kRow + d],
+                  d < kHeadSize ? key[(t * kHeads + h) * kHeadSize + d] : 7.0f)
+            << "key " << where(d);
+      }
       for (int64_t d = 0; d < kHeadSize; ++d) {
         ASSERT_EQ(value_tdh[(t * kHeadSize + d) * kHeads + h],
                   value[(t * kHeads + h) * kHeadSize + d])
-            << "token " << t << " (slot " << in.slots[t] << "), head " << h << ", element " << d;
+            << "value " << where(d);
       }
     }
   }
