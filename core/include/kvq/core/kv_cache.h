@@ -22,13 +22,22 @@ struct WriteArgs {
   TensorView value;         // [num_tokens, num_kv_heads, head_size] same dtype as key
   TensorView slot_mapping;  // [num_tokens] i64 | i32: block * block_size + offset; < 0 pads; unique
   TensorView cache;         // [num_blocks, page_bytes] u8, contiguous, apart from every input
-  float k_scale = 1.0f;     // dequantization scales, > 0, see kNvfp4ScaleRule ...
+  float k_scale = 1.0f;     // dequantization scales, > 0, see kNvfp4ScaleRule (the config's
+                            // cache.k_scale is not read by the writer: pass it here) ...
   float v_scale = 1.0f;
   const float* k_scale_ptr = nullptr;  // ... or, when set, one f32 each on the writer's device
   const float* v_scale_ptr = nullptr;  //     (read by the kernel: a write can sit in a CUDA graph;
                                        //     one breaking the rule: see take_out_of_range_slots)
-  void* stream = nullptr;              // cudaStream_t for CUDA backends; ignored by CPU backends
+  void* stream = nullptr;  // cudaStream_t for CUDA backends (null: the device's legacy default
+                           // stream); ignored by CPU backends
 };
+
+// Every backend's writers and readers follow these rules (kvq's own plugins and tests hold them):
+// - write() / read() may be called from several threads at once on one object. Two writes that
+//   touch the same slots at the same time race on those bytes: order them (one stream, or events).
+// - On a GPU, a call validates on the host and queues its work on args.stream, then returns: the
+//   inputs, outputs and cache must stay alive (and the inputs unchanged) until that stream has run
+//   it. On the CPU the bytes are written when the call returns.
 
 class BOOST_SYMBOL_VISIBLE KVCacheWriter {
  public:
@@ -51,7 +60,8 @@ class BOOST_SYMBOL_VISIBLE KVCacheWriter {
   // reason: a write that found one breaking the scale rule wrote nothing, and the next take
   // returns invalid_argument saying how many tokens were not written and the last bad value
   // (*count is still set).
-  // A GPU backend may wait on each stream a write used since the last call: take before
+  // A GPU backend may wait on each stream a write used since the last call, or on the whole
+  // device (cuda_nvfp4 does once any write has been captured into a CUDA graph): take before
   // destroying such a stream (a destroyed CUDA stream's handle may not be passed to CUDA again).
   virtual Status take_out_of_range_slots(int64_t* count) noexcept = 0;
 };
@@ -63,7 +73,7 @@ struct ReadArgs {
   TensorView value;         //   own memory, apart from value, the cache and the slots
   float k_scale = 1.0f;
   float v_scale = 1.0f;
-  void* stream = nullptr;
+  void* stream = nullptr;  // as WriteArgs::stream
 };
 
 // Dequantizes the K and V rows of the given slots back to f32.

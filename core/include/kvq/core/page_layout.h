@@ -29,6 +29,11 @@ struct Region {
   std::string arrangement;  // "HND", "HND linear", "HND sm100_swizzled", ...
 };
 
+// Unlike the writer and reader, a layout's methods are not noexcept: data_offset / scale_offset
+// may throw kvq::Error (out_of_range) for an index outside the geometry, and a plugin's layout
+// object is called directly by the host. That is safe only because the loader has checked that
+// host and plugin share compiler family and C++ ABI (the build fingerprint); the host asks only
+// for indices inside geometry(), and a plugin's own layout must not throw for those.
 class BOOST_SYMBOL_VISIBLE PageLayout {
  public:
   virtual ~PageLayout() = default;

@@ -9,6 +9,8 @@
 // as Status; log through kvq::logger(); keep no global state that matters after unload (kvq never
 // unloads a plugin, but be ready for it); objects you return are destroyed by your own code
 // (virtual destructors), and the host keeps your library loaded while they live.
+#include <spdlog/version.h>  // SPDLOG_VER_*, for the fingerprint (macros only: fine under nvcc)
+
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -23,14 +25,18 @@
 
 namespace kvq {
 
-// Bump on any change to the structs below or to the interfaces in kv_cache.h / page_layout.h.
+// Bump on any change to the structs below or to the types that cross with them: the interfaces in
+// kv_cache.h, page_layout.h and device_runtime.h, and TensorView / Device (tensor_view.h),
+// CacheSpec (cache_spec.h), Status (status.h) and DType (dtype.h).
 inline constexpr uint32_t kPluginAbiVersion = 1;
 
 // What the plugin was built with; compared field by field with the host's before any C++ type
 // crosses. Plain C strings so that comparing them is safe whatever the plugin was built with.
 struct BuildFingerprint {
   const char* compiler;     // e.g. "gcc 12"
-  const char* cxx_abi;      // e.g. "libstdc++ cxx11-abi=1"
+  const char* cxx_abi;      // e.g. "libstdc++ cxx11-abi=1, spdlog 1.10.0": the C++
+                            // ABI and the libraries whose code a plugin compiles against the
+                            // host's objects (it logs through the host's spdlog logger)
   const char* kvq_version;  // "0.1.0"
 };
 
@@ -82,10 +88,15 @@ KVQ_API BuildFingerprint host_build_fingerprint() noexcept;
 #else
 #define KVQ_COMPILER_ID "unknown"
 #endif
+// spdlog's version stands for the logging libraries (Debian's spdlog is built on its fmt).
+#define KVQ_LOG_LIBS_ID                                                                            \
+  "spdlog " KVQ_STRINGIFY(SPDLOG_VER_MAJOR) "." KVQ_STRINGIFY(SPDLOG_VER_MINOR) "." KVQ_STRINGIFY( \
+      SPDLOG_VER_PATCH)
 #if defined(_GLIBCXX_USE_CXX11_ABI)
-#define KVQ_CXX_ABI_ID "libstdc++ cxx11-abi=" KVQ_STRINGIFY(_GLIBCXX_USE_CXX11_ABI)
+#define KVQ_CXX_ABI_ID \
+  "libstdc++ cxx11-abi=" KVQ_STRINGIFY(_GLIBCXX_USE_CXX11_ABI) ", " KVQ_LOG_LIBS_ID
 #else
-#define KVQ_CXX_ABI_ID "other"
+#define KVQ_CXX_ABI_ID "other, " KVQ_LOG_LIBS_ID
 #endif
 // The fingerprint as compiled into the current translation unit.
 #define KVQ_BUILD_FINGERPRINT                           \

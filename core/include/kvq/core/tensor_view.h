@@ -4,6 +4,7 @@
 #include <dlpack/dlpack.h>  // DLTensor (libdlpack-dev)
 
 #include <array>
+#include <cstddef>
 #include <cstdint>
 #include <string>
 #include <utility>
@@ -38,16 +39,17 @@ struct TensorView {
   std::array<int64_t, kMaxDims> strides{};  // in elements
   Device device{};
 
+  // Indices are size_t inside: these inline bodies compile in engines built with -Wconversion.
   int64_t numel() const {
     int64_t n = 1;
-    for (int i = 0; i < ndim; ++i) n *= shape[i];
+    for (size_t i = 0; i < dims(); ++i) n *= shape[i];
     return n;
   }
-  int64_t size(int i) const { return shape[i]; }
-  int64_t stride(int i) const { return strides[i]; }
+  int64_t size(int i) const { return shape[static_cast<size_t>(i)]; }
+  int64_t stride(int i) const { return strides[static_cast<size_t>(i)]; }
   bool is_contiguous() const {
     int64_t expect = 1;
-    for (int i = ndim - 1; i >= 0; --i) {
+    for (size_t i = dims(); i-- > 0;) {
       if (shape[i] != 1 && strides[i] != expect) return false;
       expect *= shape[i];
     }
@@ -57,6 +59,7 @@ struct TensorView {
   T* ptr() const {
     return static_cast<T*>(data);
   }
+  size_t dims() const { return ndim > 0 ? static_cast<size_t>(ndim) : 0; }
   // "[4, 8, 128] bf16 cuda:0"
   KVQ_API std::string describe() const;
 
