@@ -5,7 +5,8 @@
 #   - built into <build>/lib/kvq/plugins, installed into <prefix>/${KVQ_PLUGIN_INSTALL_DIR},
 #   - RPATH $ORIGIN/../.. (a plugin installed next to kvq finds libkvq_core.so) and kvq's own
 #     library folder (a plugin installed anywhere else still finds it).
-# Point KVQ_PLUGIN_PATH, or a config's plugin_paths, at either folder.
+# Installed next to kvq's own plugins, kvq finds it; elsewhere, point KVQ_PLUGIN_PATH (or a
+# config's plugin_paths) at one of the two folders, not both (two files of one name: neither used).
 function(kvq_add_backend name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LINK" ${ARGN})
   set(target kvq_backend_${name})

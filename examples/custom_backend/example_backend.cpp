@@ -3,14 +3,22 @@
 //   cmake -S . -B build -DCMAKE_PREFIX_PATH=<kvq prefix> && cmake --build build
 //   cmake --install build --prefix <where plugins go>
 //   KVQ_PLUGIN_PATH=<where plugins go>/lib/kvq/plugins kvq backends
+// (installed into kvq's own prefix, it is found without KVQ_PLUGIN_PATH: see CMakeLists.txt).
 //
 // It writes the NVFP4 cache the config describes by calling the layouts library's
 // nvfp4_quantize_group() on every 16-element group, one group at a time on one thread: an
 // example of the plugin contract, not of speed (use reference_cpu or cuda_nvfp4 for that).
-// Every function the host calls is noexcept and reports failure as a kvq::Status.
+// Every function the host calls is noexcept and reports failure as a kvq::Status; every
+// argument is checked before anything is read through it or written, as any backend must.
+#include <fmt/ranges.h>  // fmt::join
+
+#include <algorithm>
 #include <cstring>
 #include <memory>
+#include <span>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "kvq/core/logging.h"
 #include "kvq/core/plugin_abi.h"
@@ -36,55 +44,132 @@ float element(const TensorView& x, int64_t t, int64_t h, int64_t d) {
   return f;
 }
 
-// What the example accepts, checked before a single byte is written.
-Status check(const kvq::WriteArgs& a, const kvq::PageLayout& layout) {
+// The checks. Each throws a kvq::Error that says which argument, what it found and what was
+// expected (catch_as_status hands it to the host as a Status). They all run before a slot or an
+// element is read and before a byte is written, so a refused call changes nothing.
+constexpr int64_t kAny = -1;  // in an expected shape: any size >= 0 (num_tokens)
+
+[[noreturn]] void refuse(const std::string& message) {
+  throw kvq::Error(ErrorCode::invalid_argument, message);
+}
+
+// `x` must be a host view of `shape` (kAny: any size; `dims` names the sizes) and one of
+// `dtypes`, with non-negative strides (contiguous where asked) and aligned data: then every
+// element it names lies in memory its caller gave.
+void expect(const TensorView& x, const char* name, const char* dims, std::vector<int64_t> shape,
+            std::vector<DType> dtypes, bool contiguous = false) {
+  if (x.device != kvq::Device::cpu()) {
+    refuse(fmt::format("{}: on {}: expected host memory (cpu), the example runs on the CPU", name,
+                       kvq::to_string(x.device)));
+  }
+  if (x.ndim != std::ssize(shape)) {
+    refuse(fmt::format("{}: {} dimensions: expected {} {}", name, x.ndim, shape.size(), dims));
+  }
+  const std::span<const int64_t> found(x.shape.data(), shape.size());
+  const std::span<const int64_t> strides(x.strides.data(), shape.size());
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (found[i] != shape[i] && (shape[i] != kAny || found[i] < 0)) {
+      std::string want;
+      for (const int64_t n : shape) {
+        want += (want.empty() ? "" : ", ") + (n == kAny ? "*" : std::to_string(n));
+      }
+      refuse(fmt::format("{}: shape [{}]: expected {} = [{}]", name, fmt::join(found, ", "), dims,
+                         want));
+    }
+  }
+  if (std::ranges::find(dtypes, x.dtype) == dtypes.end()) {
+    std::string want;
+    for (const DType d : dtypes) want += (want.empty() ? "" : " or ") + std::string(dtype_name(d));
+    refuse(fmt::format("{}: dtype {}: expected {}", name, dtype_name(x.dtype), want));
+  }
+  if (std::ranges::any_of(strides, [](int64_t n) { return n < 0; })) {
+    refuse(fmt::format("{}: strides [{}]: expected each >= 0", name, fmt::join(strides, ", ")));
+  }
+  if (contiguous && !x.is_contiguous()) {
+    refuse(fmt::format("{}: strides [{}]: expected contiguous", name, fmt::join(strides, ", ")));
+  }
+  if ((x.data == nullptr && x.numel() > 0) ||
+      reinterpret_cast<uintptr_t>(x.data) % kvq::dtype_size(x.dtype) != 0) {
+    refuse(fmt::format("{}: data {}: expected a non-null pointer aligned to {} bytes", name, x.data,
+                       kvq::dtype_size(x.dtype)));
+  }
+}
+
+// The cache is written (or read) in place: no other argument may share its bytes.
+void expect_apart(const TensorView& a, const char* a_name, const TensorView& b,
+                  const char* b_name) {
+  if (kvq::share_memory(a, b)) {
+    refuse(fmt::format("{} and {} share memory: expected separate buffers", a_name, b_name));
+  }
+}
+
+void expect_cache(const TensorView& cache, const kvq::PageLayout& layout) {
+  const auto [blocks, page_bytes] = layout.cache_shape();
+  expect(cache, "cache", "[num_blocks, page_bytes]", {blocks, page_bytes}, {DType::u8},
+         /*contiguous=*/true);
+}
+
+// Read only after expect(slots, ...) passed. Negative slots are padding.
+void expect_slots_in_cache(const TensorView& slots, const kvq::PageGeometry& g) {
+  const int64_t capacity = g.num_blocks * g.block_size;
+  for (int64_t t = 0; t < slots.size(0); ++t) {
+    if (const int64_t slot = slot_at(slots, t); slot >= capacity) {
+      throw kvq::Error(ErrorCode::out_of_range,
+                       fmt::format("slot_mapping[{}] = {}: expected < {}", t, slot, capacity));
+    }
+  }
+}
+
+void expect_scale(float scale, const char* name) {
+  if (!kvq::nvfp4_scale_usable(scale)) {
+    refuse(fmt::format("{} = {}: {}", name, scale, kvq::kNvfp4ScaleRule));
+  }
+}
+
+// What the example writes from: checked before a single byte is written.
+void check(const kvq::WriteArgs& a, const kvq::PageLayout& layout) {
   const kvq::PageGeometry& g = layout.geometry();
-  for (const TensorView* x : {&a.key, &a.value}) {
-    const char* name = x == &a.key ? "key" : "value";
-    if (x->device.is_cuda())
-      return {ErrorCode::invalid_argument, std::string(name) + ": on cuda, expected cpu"};
-    if (x->dtype != DType::bf16 && x->dtype != DType::f32) {
-      return {ErrorCode::invalid_argument, std::string(name) + ": dtype " +
-                                               std::string(kvq::dtype_name(x->dtype)) +
-                                               ", the example accepts bf16 and f32"};
-    }
-    if (x->ndim != 3 || x->size(0) != a.key.size(0) || x->size(1) != g.num_kv_heads ||
-        x->size(2) != g.head_size) {
-      return {ErrorCode::invalid_argument,
-              std::string(name) + ": shape " + x->describe() + ", expected [num_tokens, " +
-                  std::to_string(g.num_kv_heads) + ", " + std::to_string(g.head_size) + "]"};
-    }
+  const char* rows = "[num_tokens, num_kv_heads, head_size]";
+  expect(a.key, "key", rows, {kAny, g.num_kv_heads, g.head_size}, {DType::bf16, DType::f32});
+  const int64_t tokens = a.key.size(0);
+  expect(a.value, "value", rows, {tokens, g.num_kv_heads, g.head_size}, {a.key.dtype});
+  expect(a.slot_mapping, "slot_mapping", "[num_tokens]", {tokens}, {DType::i64, DType::i32});
+  expect_cache(a.cache, layout);
+  expect_apart(a.key, "key", a.cache, "cache");
+  expect_apart(a.value, "value", a.cache, "cache");
+  expect_apart(a.slot_mapping, "slot_mapping", a.cache, "cache");
+  expect_slots_in_cache(a.slot_mapping, g);
+  if (const auto r = kvq::find_repeated_slot(a.slot_mapping)) {  // two tokens racing for one slot
+    refuse(
+        fmt::format("slot_mapping[{}] = {}: the same slot as slot_mapping[{}]: expected each "
+                    "slot at most once per write",
+                    r->index, r->slot, r->first));
   }
-  const TensorView& s = a.slot_mapping;
-  if (s.ndim != 1 || s.size(0) != a.key.size(0) ||
-      (s.dtype != DType::i64 && s.dtype != DType::i32)) {
-    return {ErrorCode::invalid_argument,
-            "slot_mapping: " + s.describe() + ", expected [num_tokens] i64 or i32"};
+  if (a.k_scale_ptr || a.v_scale_ptr) {
+    refuse(fmt::format("{}: set: expected null (the example reads k_scale and v_scale)",
+                       a.k_scale_ptr ? "k_scale_ptr" : "v_scale_ptr"));
   }
-  const auto page = static_cast<int64_t>(layout.page_bytes());
-  if (a.cache.dtype != DType::u8 || a.cache.ndim != 2 || a.cache.size(0) != g.num_blocks ||
-      a.cache.size(1) != page || !a.cache.is_contiguous()) {
-    return {ErrorCode::invalid_argument, "cache: " + a.cache.describe() + ", expected [" +
-                                             std::to_string(g.num_blocks) + ", " +
-                                             std::to_string(page) + "] u8, contiguous"};
+  expect_scale(a.k_scale, "k_scale");
+  expect_scale(a.v_scale, "v_scale");
+}
+
+// What the example reads: the same checks, and outputs apart from the cache, the slots and each
+// other.
+void check(const kvq::ReadArgs& a, const kvq::PageLayout& layout) {
+  const kvq::PageGeometry& g = layout.geometry();
+  expect_cache(a.cache, layout);
+  expect(a.slot_mapping, "slot_mapping", "[num_tokens]", {kAny}, {DType::i64, DType::i32});
+  const int64_t tokens = a.slot_mapping.size(0);
+  for (const auto& [x, name] : {std::pair{a.key, "key"}, std::pair{a.value, "value"}}) {
+    expect(x, name, "[num_tokens, num_kv_heads, head_size]", {tokens, g.num_kv_heads, g.head_size},
+           {DType::f32}, /*contiguous=*/true);
+    expect_apart(x, name, a.cache, "cache");
+    expect_apart(x, name, a.slot_mapping, "slot_mapping");
   }
-  const int64_t slots = g.num_blocks * g.block_size;
-  for (int64_t t = 0; t < s.size(0); ++t) {
-    if (const int64_t slot = slot_at(s, t); slot >= slots) {
-      return {ErrorCode::out_of_range, "slot_mapping[" + std::to_string(t) +
-                                           "] = " + std::to_string(slot) + ": expected < " +
-                                           std::to_string(slots)};
-    }
-  }
-  if (const auto r = kvq::find_repeated_slot(s)) {  // two tokens racing for one slot
-    return {ErrorCode::invalid_argument, "slot_mapping[" + std::to_string(r->index) +
-                                             "]: the same slot as slot_mapping[" +
-                                             std::to_string(r->first) + "]"};
-  }
-  if (!(a.k_scale > 0.0f) || !(a.v_scale > 0.0f) || a.k_scale_ptr || a.v_scale_ptr) {
-    return {ErrorCode::invalid_argument, "k_scale/v_scale: expected host values > 0"};
-  }
-  return Status::ok();
+  expect_apart(a.key, "key", a.value, "value");
+  expect_slots_in_cache(a.slot_mapping, g);
+  expect_scale(a.k_scale, "k_scale");
+  expect_scale(a.v_scale, "v_scale");
 }
 
 class ExampleWriter final : public kvq::KVCacheWriter {
@@ -93,7 +178,7 @@ class ExampleWriter final : public kvq::KVCacheWriter {
 
   Status write(const kvq::WriteArgs& a) noexcept override {
     return kvq::catch_as_status([&] {
-      kvq::throw_if_error(check(a, *layout_));
+      check(a, *layout_);
       const kvq::PageGeometry& g = layout_->geometry();
       auto* cache = a.cache.ptr<uint8_t>();  // [num_blocks, page_bytes]
       float group[kvq::kNvfp4GroupSize];
@@ -123,6 +208,7 @@ class ExampleWriter final : public kvq::KVCacheWriter {
   const kvq::PageLayout& layout() const noexcept override { return *layout_; }
   kvq::Device device() const noexcept override { return kvq::Device::cpu(); }
   Status take_out_of_range_slots(int64_t* count) noexcept override {
+    if (count == nullptr) return {ErrorCode::invalid_argument, "count: null, expected an int64_t*"};
     *count = 0;  // out-of-range slots are refused before writing
     return Status::ok();
   }
@@ -138,22 +224,8 @@ class ExampleReader final : public kvq::KVCacheReader {
 
   Status read(const kvq::ReadArgs& a) noexcept override {
     return kvq::catch_as_status([&] {
+      check(a, *layout_);
       const kvq::PageGeometry& g = layout_->geometry();
-      if (a.key.dtype != DType::f32 || a.value.dtype != DType::f32 || !a.key.is_contiguous() ||
-          !a.value.is_contiguous()) {
-        throw kvq::Error(ErrorCode::invalid_argument, "key/value: expected contiguous f32");
-      }
-      const int64_t tokens = a.slot_mapping.size(0), row_elems = g.num_kv_heads * g.head_size;
-      if (a.key.numel() != tokens * row_elems || a.value.numel() != tokens * row_elems) {
-        throw kvq::Error(ErrorCode::invalid_argument,
-                         "key/value: expected " + std::to_string(tokens * row_elems) + " elements");
-      }
-      for (int64_t t = 0; t < tokens; ++t) {
-        if (slot_at(a.slot_mapping, t) >= g.num_blocks * g.block_size) {
-          throw kvq::Error(ErrorCode::out_of_range,
-                           "slot_mapping[" + std::to_string(t) + "]: past the cache");
-        }
-      }
       const auto* cache = a.cache.ptr<const uint8_t>();
       for (int64_t t = 0; t < a.slot_mapping.size(0); ++t) {
         const int64_t slot = slot_at(a.slot_mapping, t);
