@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Everything kvq checks on a GPU machine, in one call (device time is scarce; never builds).
 # Run from the repository root with build/bin and build/lib made elsewhere and bundled
-# (../shared/design/gpu-workflow.md):   scripts/gpu_session.sh OUTDIR [STEPS]
+# (../shared/design/gpu-workflow.md; carry build/bin, build/lib and build/test-plugins, whose
+# fixture plugins the demo tests load):   scripts/gpu_session.sh OUTDIR [STEPS]
 # STEPS: a comma list of tests,suite,bench,demo (default: all). Every step has its own time cap;
 # logs land in OUTDIR, one summary line per step goes to stdout, and OUTDIR/results.tgz packs it
 # all, bench and demo JSON included: the only file it leaves there, as the device tool returns at
@@ -12,6 +13,9 @@ steps=${2:-tests,suite,bench,demo}
 work=$(mktemp -d)
 export LD_LIBRARY_PATH="$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 export KVQ_BUILD_DIR="$PWD/build" KVQ_SOURCE_DIR="$PWD"
+# GPU tests that find no CUDA device fail here instead of skipping (tests/support/require_gpu.h),
+# so a driver/runtime mismatch cannot pass as a run of skips.
+export KVQ_REQUIRE_GPU=1
 mkdir -p "$out"
 has() { [[ ",$steps," == *",$1,"* ]]; }
 nvidia-smi --query-gpu=name,driver_version,compute_cap,clocks.max.sm,memory.total --format=csv | tee "$work/device.txt"

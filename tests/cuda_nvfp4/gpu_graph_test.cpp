@@ -46,6 +46,7 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
       ASSERT_TRUE(s.is_ok()) << s.message();
       check_cuda(cudaStreamSynchronize(static_cast<cudaStream_t>(direct.args.stream)),
                  "direct write");
+      EXPECT_EQ(direct.guards_changed(), "") << "direct write";
     };
     if (!capture_first) {
       write_direct();
@@ -58,19 +59,17 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
     ASSERT_NE(graph.exec(), nullptr);
     EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess);
     // Nothing ran during capture.
-    EXPECT_EQ(graphed.cache.download_all<uint8_t>(), initial);
+    EXPECT_EQ(compare_cache(graphed, initial, layout.descriptor()), "");
     if (capture_first) {
       write_direct();
       ASSERT_FALSE(HasFatalFailure());
     }
     for (int replay = 0; replay < 3; ++replay) {
-      graphed.cache.upload(initial);
+      graphed.upload_cache(initial);
       check_cuda(cudaGraphLaunch(graph.exec(), graph_stream.get()), "replay");
       check_cuda(cudaStreamSynchronize(graph_stream.get()), "replay sync");
       ASSERT_FALSE(HasFatalFailure());
-      ASSERT_EQ(compare_cache(graphed.cache.download_all<uint8_t>(),
-                              direct.cache.download_all<uint8_t>(), layout.descriptor()),
-                "")
+      ASSERT_EQ(compare_cache(graphed, direct.download_cache(), layout.descriptor()), "")
           << "replay " << replay;
     }
     if (c.device_scales) {
@@ -79,14 +78,13 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
       c.v_scale *= 0.5f;
       const float sc[2] = {c.k_scale, c.v_scale};
       graphed.scales.upload(sc, sizeof sc);
-      graphed.cache.upload(initial);
+      graphed.upload_cache(initial);
       check_cuda(cudaGraphLaunch(graph.exec(), graph_stream.get()), "replay with new scales");
       check_cuda(cudaStreamSynchronize(graph_stream.get()), "replay sync");
       ASSERT_FALSE(HasFatalFailure());
       std::vector<uint8_t> want = initial;
       reference_write(c, want);
-      ASSERT_EQ(compare_cache(graphed.cache.download_all<uint8_t>(), want, layout.descriptor()),
-                "");
+      ASSERT_EQ(compare_cache(graphed, want, layout.descriptor()), "");
     }
     int64_t count = -1;
     ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
@@ -107,7 +105,8 @@ TEST(GpuGraph, EveryTakeCountsTheReplaysOfACapturedWrite) {
   auto writer = make_writer(c.spec);
   ASSERT_TRUE(writer);
   Stream stream;  // non-blocking
-  DeviceCase d = upload_case(c, poison(layout.cache_bytes(), 500));
+  const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 500);
+  DeviceCase d = upload_case(c, initial);
   d.args.stream = stream.get();
   ASSERT_FALSE(HasFatalFailure());
   Status captured;
@@ -125,6 +124,11 @@ TEST(GpuGraph, EveryTakeCountsTheReplaysOfACapturedWrite) {
     ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
     EXPECT_EQ(count, replays) << "the take after " << replays << " replays";
   }
+  // The replays wrote the in-range tokens and nothing at the slot past the cache.
+  check_cuda(cudaStreamSynchronize(stream.get()), "replays");
+  std::vector<uint8_t> want = initial;
+  reference_write(c, want);
+  EXPECT_EQ(compare_cache(d, want, layout.descriptor()), "");
 }
 
 TEST(GpuGraph, RefusedWriteInsideACaptureLeavesTheCaptureIntact) {
@@ -160,7 +164,7 @@ TEST(GpuGraph, RefusedWriteInsideACaptureLeavesTheCaptureIntact) {
     check_cuda(cudaGraphLaunch(graph.exec(), stream.get()), "replay");
     check_cuda(cudaStreamSynchronize(stream.get()), "replay sync");
     ASSERT_FALSE(HasFatalFailure());
-    ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
+    ASSERT_EQ(compare_cache(d, want, layout.descriptor()), "");
   }
 }
 
@@ -233,7 +237,7 @@ TEST(GpuGraph, ErrorLeftOverFromEarlierWorkIsNotBlamedOnTheWrite) {
   EXPECT_TRUE(s.is_ok()) << s.message();
   EXPECT_EQ(cudaPeekAtLastError(), cudaSuccess) << "the leftover error is reset by the write";
   check_cuda(cudaDeviceSynchronize(), "write");
-  ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
+  ASSERT_EQ(compare_cache(d, want, layout.descriptor()), "");
 }
 
 }  // namespace

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstddef>
 #include <cstdio>
 #include <cstring>
 #include <numeric>
@@ -422,9 +423,19 @@ DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_c
     d.slots = DeviceBuffer(s32.size() * 4);
     d.slots.upload(s32);
   }
-  d.cache = DeviceBuffer(initial_cache.size() + cache_offset);
-  d.cache.upload(initial_cache.data(), initial_cache.size(), cache_offset);
+  // [front guard | cache | back guard] in one allocation, uploaded in one copy.
+  const auto page_bytes = static_cast<int64_t>(initial_cache.size()) / c.spec.num_blocks;
+  d.page_bytes = static_cast<size_t>(page_bytes);
+  d.guard_bytes = (std::max<size_t>(d.page_bytes, 4096) + 255) / 256 * 256;
   d.cache_offset = cache_offset;
+  d.cache_bytes = initial_cache.size();
+  d.front_guard = poison(d.guard_bytes + cache_offset, 0x6A4D0001);  // not any test's cache seed
+  d.back_guard = poison(d.guard_bytes, 0x6A4D0002);
+  std::vector<uint8_t> all(d.front_guard);
+  all.insert(all.end(), initial_cache.begin(), initial_cache.end());
+  all.insert(all.end(), d.back_guard.begin(), d.back_guard.end());
+  d.guarded_cache = DeviceBuffer(all.size());
+  d.guarded_cache.upload(all);
   const Device dev = Device::cuda(0);
   auto* base = static_cast<uint8_t*>(d.input.get());
   const int64_t esize = dtype_size(c.dtype);
@@ -437,9 +448,8 @@ DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_c
   d.args.key = view(c.key_offset);
   d.args.value = view(c.value_offset);
   d.args.slot_mapping = make_view(d.slots.get(), c.slot_dtype, {c.tokens}, dev);
-  const auto page_bytes = static_cast<int64_t>(initial_cache.size()) / c.spec.num_blocks;
-  d.args.cache = make_view(static_cast<uint8_t*>(d.cache.get()) + cache_offset, DType::u8,
-                           {c.spec.num_blocks, page_bytes}, dev);
+  d.args.cache = make_view(static_cast<uint8_t*>(d.guarded_cache.get()) + d.front_guard.size(),
+                           DType::u8, {c.spec.num_blocks, page_bytes}, dev);
   d.args.k_scale = c.k_scale;
   d.args.v_scale = c.v_scale;
   if (c.device_scales) {
@@ -455,9 +465,74 @@ DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_c
 }
 
 std::vector<uint8_t> DeviceCase::download_cache() const {
-  std::vector<uint8_t> got(cache.bytes() - cache_offset);
-  cache.download(got.data(), got.size(), cache_offset);
+  std::vector<uint8_t> got(cache_bytes);
+  guarded_cache.download(got.data(), got.size(), front_guard.size());
   return got;
+}
+
+void DeviceCase::upload_cache(const std::vector<uint8_t>& bytes) {
+  ASSERT_EQ(bytes.size(), cache_bytes) << "upload_cache: not the cache's size";
+  guarded_cache.upload(bytes.data(), bytes.size(), front_guard.size());
+}
+
+namespace {
+
+// "" or what cudaMemcpy said: `bytes` bytes at `offset` into `buffer`, to `host`.
+std::string download_bytes(const DeviceBuffer& buffer, size_t offset, size_t bytes, void* host) {
+  if (offset + bytes > buffer.bytes()) {
+    return fmt::format("download of {} bytes at {} from a buffer of {}", bytes, offset,
+                       buffer.bytes());
+  }
+  const cudaError_t e = cudaMemcpy(host, static_cast<const uint8_t*>(buffer.get()) + offset, bytes,
+                                   cudaMemcpyDeviceToHost);
+  if (e == cudaSuccess) return {};
+  return fmt::format("cudaMemcpy D2H of the cache and its guards: {} ({})", cudaGetErrorString(e),
+                     cudaGetErrorName(e));
+}
+
+// "" when the guards `front` and `back` (device bytes, downloaded) hold what d put there, else
+// how many bytes changed in each and where, as cache byte positions (negative: before the cache)
+// and pages of d.page_bytes.
+std::string guard_report(const DeviceCase& d, const uint8_t* front, const uint8_t* back) {
+  const auto where = [&](int64_t pos) {
+    const auto pb = static_cast<int64_t>(std::max<size_t>(d.page_bytes, 1));
+    const int64_t page = pos >= 0 ? pos / pb : -((-pos + pb - 1) / pb);
+    return fmt::format("cache byte {} (page {}, offset {})", pos, page, pos - page * pb);
+  };
+  std::string out;
+  const auto check = [&](const char* name, const std::vector<uint8_t>& want, const uint8_t* got,
+                         int64_t first_pos) {
+    size_t count = 0, first = 0, last = 0;
+    for (size_t i = 0; i < want.size(); ++i) {
+      if (got[i] == want[i]) continue;
+      if (count++ == 0) first = i;
+      last = i;
+    }
+    if (count == 0) return;
+    out += fmt::format(
+        "{}{} bytes of the guard band {} the cache changed, from {} (got {:#04x}, expected "
+        "{:#04x}) to {}",
+        out.empty() ? "" : "; ", count, name, where(first_pos + static_cast<int64_t>(first)),
+        got[first], want[first], where(first_pos + static_cast<int64_t>(last)));
+  };
+  check("before", d.front_guard, front, -static_cast<int64_t>(d.front_guard.size()));
+  check("after", d.back_guard, back, static_cast<int64_t>(d.cache_bytes));
+  return out;
+}
+
+}  // namespace
+
+std::string DeviceCase::guards_changed() const {
+  std::vector<uint8_t> front(front_guard.size()), back(back_guard.size());
+  if (std::string e = download_bytes(guarded_cache, 0, front.size(), front.data()); !e.empty()) {
+    return e;
+  }
+  if (std::string e =
+          download_bytes(guarded_cache, front.size() + cache_bytes, back.size(), back.data());
+      !e.empty()) {
+    return e;
+  }
+  return guard_report(*this, front.data(), back.data());
 }
 
 std::vector<uint8_t> poison(size_t bytes, uint64_t seed) {
@@ -494,6 +569,26 @@ std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uin
       count, first, page, off, region, got[first], want[first]);
 }
 
+std::string compare_cache(const DeviceCase& d, const std::vector<uint8_t>& want,
+                          const Nvfp4LayoutDesc& layout) {
+  std::vector<uint8_t> all(d.guarded_cache.bytes());  // one copy: guards and cache
+  if (std::string e = download_bytes(d.guarded_cache, 0, all.size(), all.data()); !e.empty()) {
+    return e;
+  }
+  const size_t front = d.front_guard.size();
+  if (all.size() != front + d.cache_bytes + d.back_guard.size()) {
+    return fmt::format("the guarded cache holds {} bytes, not {} + {} + {}", all.size(), front,
+                       d.cache_bytes, d.back_guard.size());
+  }
+  const std::vector<uint8_t> got(all.begin() + static_cast<std::ptrdiff_t>(front),
+                                 all.begin() + static_cast<std::ptrdiff_t>(front + d.cache_bytes));
+  const std::string cache = compare_cache(got, want, layout);
+  const std::string guards = guard_report(d, all.data(), all.data() + front + d.cache_bytes);
+  if (guards.empty()) return cache;
+  return cache.empty() ? "written outside the cache: " + guards
+                       : cache + "; and written outside the cache: " + guards;
+}
+
 std::string write_differs_from_reference(const WriteCase& c, uint64_t seed, size_t cache_offset) {
   const Nvfp4PageLayout layout(c.spec);
   const std::vector<uint8_t> initial = poison(layout.cache_bytes(), seed);
@@ -514,9 +609,7 @@ std::string write_differs_from_reference(const WriteCase& c, uint64_t seed, size
   if (skipped != out_of_range) {
     return fmt::format("out-of-range slots counted: {}, expected {}", skipped, out_of_range);
   }
-  const std::vector<uint8_t> got = d.download_cache();
-  if (::testing::Test::HasFatalFailure()) return "a CUDA call failed (above)";
-  return compare_cache(got, want, layout.descriptor());
+  return compare_cache(d, want, layout.descriptor());
 }
 
 std::unique_ptr<KVCacheWriter> make_writer(const CacheSpec& spec) {

@@ -17,16 +17,20 @@
 #include "kvq/core/cache_spec.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/layouts/nvfp4_page_layout.h"
+#include "require_gpu.h"
 
 namespace kvq::cuda_nvfp4::test {
 
 // "" when a CUDA device is usable, else "no CUDA device: <reason>".
 std::string cuda_device_missing();
 
+// First in every GPU test: skips it where there is no usable CUDA device, or fails it there when
+// KVQ_REQUIRE_GPU is set (require_gpu.h: the GPU scripts set it, so a broken driver cannot pass
+// as a run of skips).
 #define KVQ_REQUIRE_CUDA_DEVICE()                                                   \
   do {                                                                              \
     const std::string kvq_missing = ::kvq::cuda_nvfp4::test::cuda_device_missing(); \
-    if (!kvq_missing.empty()) GTEST_SKIP() << kvq_missing;                          \
+    if (!kvq_missing.empty()) KVQ_NO_CUDA_DEVICE(kvq_missing);                      \
   } while (0)
 
 // Fails the test (ASSERT) on a CUDA error; the message names the call.
@@ -144,15 +148,28 @@ void reference_write(const WriteCase& c, std::vector<uint8_t>& cache);
 // out-of-range slots must not be present.
 void reference_cpu_write(const WriteCase& c, std::vector<uint8_t>& cache);
 
-// Device copies of a case's tensors and the WriteArgs pointing at them. The cache starts
-// cache_offset bytes into its buffer (a misaligned cache pointer when not a multiple of 16).
+// Device copies of a case's tensors and the WriteArgs pointing at them. The cache lies between
+// two guard bands of random bytes in one allocation, so a write that lands outside the cache
+// shows (compare_cache on a DeviceCase checks them):
+//   [guard, guard_bytes + cache_offset | cache, initial_cache.size() | guard, guard_bytes]
+// guard_bytes is a multiple of 256 (cudaMalloc's alignment) of at least a page and 4 KiB: the
+// cache pointer is as aligned as cudaMalloc's with cache_offset 0, and cache_offset bytes past
+// that otherwise (a misaligned cache pointer when not a multiple of 16); slot -1 or num_slots
+// taken as a page would land in the guards.
 struct DeviceCase {
-  DeviceBuffer input, slots, scales, cache;
-  size_t cache_offset = 0;
+  DeviceBuffer input, slots, scales;
+  DeviceBuffer guarded_cache;  // guards and cache: use the functions below, not its bytes
+  size_t cache_offset = 0, cache_bytes = 0, guard_bytes = 0, page_bytes = 0;
+  std::vector<uint8_t> front_guard, back_guard;  // what the guards hold (front: + cache_offset)
   WriteArgs args;
 
-  // The cache's bytes as the write left them.
+  // The cache's bytes as the write left them (without the guards).
   std::vector<uint8_t> download_cache() const;
+  // Replaces the cache's bytes (the guards are left as they are: a change stays visible).
+  void upload_cache(const std::vector<uint8_t>& bytes);
+  // "" when both guards hold their bytes, else which changed: how many bytes, and where the first
+  // is relative to the cache (page -1 is the page before it, page num_blocks the one after).
+  std::string guards_changed() const;
 };
 DeviceCase upload_case(const WriteCase& c, const std::vector<uint8_t>& initial_cache,
                        size_t cache_offset = 0);
@@ -164,11 +181,16 @@ std::vector<uint8_t> poison(size_t bytes, uint64_t seed);
 // and the number of differing bytes.
 std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
                           const Nvfp4LayoutDesc& layout);
+// The same for the device cache of `d` (downloaded), which also fails when a byte of either guard
+// band changed: "" only when the cache equals `want` and nothing landed outside it.
+std::string compare_cache(const DeviceCase& d, const std::vector<uint8_t>& want,
+                          const Nvfp4LayoutDesc& layout);
 
 // The check most GPU tests make: `c` written by a fresh cuda_nvfp4 writer into a cache of
-// poison(seed) bytes that starts `cache_offset` (0..8) bytes into its device buffer, so narrowly
-// aligned caches are covered. "" when every cache byte equals reference_write's and the writer
-// counted exactly the case's out-of-range tokens, else what went wrong (compare_cache's words).
+// poison(seed) bytes whose pointer is `cache_offset` (0..8) bytes past an aligned one
+// (upload_case), so narrowly aligned caches are covered. "" when every cache byte equals
+// reference_write's and the writer counted exactly the case's out-of-range tokens, and neither
+// guard band around the cache changed, else what went wrong (compare_cache's words).
 std::string write_differs_from_reference(const WriteCase& c, uint64_t seed,
                                          size_t cache_offset = 0);
 

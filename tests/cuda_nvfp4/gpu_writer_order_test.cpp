@@ -71,7 +71,7 @@ TEST(GpuWriterOrder, ReadsWhatTheKernelBeforeItWrote) {
     const Status s = writer->write(d.args);
     ASSERT_TRUE(s) << s.message();
     check_cuda(cudaStreamSynchronize(stream.get()), "cudaStreamSynchronize");
-    EXPECT_EQ(compare_cache(d.download_cache(), want, layout.descriptor()), "");
+    EXPECT_EQ(compare_cache(d, want, layout.descriptor()), "");
   }
 }
 

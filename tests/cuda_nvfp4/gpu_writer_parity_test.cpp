@@ -10,27 +10,18 @@
 namespace kvq::cuda_nvfp4::test {
 namespace {
 
-constexpr int kRandomCases = 240;
+constexpr int kRandomCases = 240;  // harness_self_test.cpp checks the same 240 cases
 
+// (That the reference here equals reference_cpu's bytes on each of these cases, same seed and
+// poison, is HarnessSelfCheck.RandomCasesAndTheReferenceAgreeWithReferenceCpu: no GPU needed.)
 TEST(GpuWriterParity, RandomCasesMatchReferenceByteForByte) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(20261202);
-  int checked_against_reference_cpu = 0;
   for (int i = 0; i < kRandomCases; ++i) {
     const WriteCase c = random_case(rng, i);
     SCOPED_TRACE("case " + std::to_string(i) + ": " + c.describe());
-    if (i % 4 == 0) {  // the definition here and reference_cpu agree (a check of the check)
-      const Nvfp4PageLayout layout(c.spec);
-      std::vector<uint8_t> want = poison(layout.cache_bytes(), 1000 + i);
-      std::vector<uint8_t> cpu = want;
-      reference_write(c, want);
-      reference_cpu_write(c, cpu);
-      ASSERT_EQ(compare_cache(cpu, want, layout.descriptor()), "") << "reference_cpu vs definition";
-      ++checked_against_reference_cpu;
-    }
     ASSERT_EQ(write_differs_from_reference(c, 1000 + i), "");
   }
-  EXPECT_EQ(checked_against_reference_cpu, kRandomCases / 4);
 }
 
 // Each thread mapping (plan_write; the H200's bars: two groups a thread from 540,672 items, one

@@ -1,10 +1,14 @@
-// Slots past the cache and negative slots: never written (the cache keeps its poison there),
-// out-of-range ones counted once per token in the device counter; and refusals a GPU is needed
-// for (tensors on another device, a stream of the wrong device).
+// Slots past the cache and negative slots: never written (the cache keeps its poison there, and
+// the guard bands around it theirs), out-of-range ones counted once per token in the device
+// counter; and that the guard bands these checks rely on show a byte put just outside the cache.
+// (Tensors, streams and writers on another or a missing device: two_writers_test.cpp.)
 #include <cuda_runtime.h>
 #include <gtest/gtest.h>
 
+#include <cstdint>
 #include <limits>
+#include <string>
+#include <vector>
 
 #include "gpu_test_support.h"
 
@@ -58,7 +62,7 @@ TEST(GpuWriterSlots, OutOfRangeAndNegativeSlotsAreSkippedAndCounted) {
     EXPECT_EQ(count, 0) << "take_out_of_range_slots must reset the counter";
     const Status null_count = writer->take_out_of_range_slots(nullptr);
     EXPECT_EQ(null_count.code(), ErrorCode::invalid_argument) << null_count.message();
-    ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
+    ASSERT_EQ(compare_cache(d, want, layout.descriptor()), "");
   }
 }
 
@@ -77,46 +81,48 @@ TEST(GpuWriterSlots, AllSlotsOutOfRangeWritesNothing) {
   int64_t count = -1;
   ASSERT_TRUE(writer->take_out_of_range_slots(&count).is_ok());
   EXPECT_EQ(count, c.tokens);
-  EXPECT_EQ(d.cache.download_all<uint8_t>(), initial);
+  EXPECT_EQ(compare_cache(d, initial, layout.descriptor()), "");
 }
 
-TEST(GpuWriterSlots, TensorsOnAnotherDeviceAreRefused) {
+// The check of the checks above: one byte changed just before the cache and one just after it
+// (with the cache pointer misaligned, as the parity tests move it) are both reported, and the
+// cache itself still compares equal.
+TEST(GpuWriterSlots, GuardBandsShowABytePutJustOutsideTheCache) {
   KVQ_REQUIRE_CUDA_DEVICE();
-  std::mt19937_64 rng(8);
-  WriteCase c = random_case(rng, 0);
+  std::mt19937_64 rng(7);
+  const WriteCase c = random_case(rng, 0);
   const Nvfp4PageLayout layout(c.spec);
-  auto writer = make_writer(c.spec);
-  ASSERT_TRUE(writer);
-  DeviceCase d = upload_case(c, std::vector<uint8_t>(layout.cache_bytes(), 0));
-  WriteArgs a = d.args;
-  a.value.device = Device::cpu();
-  Status s = writer->write(a);
-  EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
-  EXPECT_EQ(s.message(), "value is on cpu: expected cuda:0 (the cuda_nvfp4 writer's device)");
-  a = d.args;
-  a.cache.device = Device::cuda(3);
-  s = writer->write(a);
-  EXPECT_EQ(s.message(), "cache is on cuda:3: expected cuda:0 (the cuda_nvfp4 writer's device)");
-}
-
-TEST(GpuWriterSlots, WriterOnAMissingDeviceIsUnavailable) {
-  KVQ_REQUIRE_CUDA_DEVICE();
-  int count = 0;
-  ASSERT_EQ(cudaGetDeviceCount(&count), cudaSuccess);
-  BackendOptions o;
-  o.cache.num_blocks = 4;
-  o.cache.num_kv_heads = 1;
-  o.cache.head_size = 64;
-  o.device = Device::cuda(count);
-  KVCacheWriter* w = nullptr;
-  const Status s = CudaNvfp4Writer::create(o, &w);
-  EXPECT_EQ(s.code(), ErrorCode::unavailable);
-  EXPECT_EQ(s.message(), "cuda:" + std::to_string(count) +
-                             " does not exist: " + std::to_string(count) + " CUDA device" +
-                             (count == 1 ? "" : "s") + " found");
-  o.device = Device::cpu();
-  EXPECT_EQ(CudaNvfp4Writer::create(o, &w).message(),
-            "cuda_nvfp4 works on CUDA device memory: expected device cuda:N, found cpu");
+  const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 33);
+  for (const size_t offset : {size_t{0}, size_t{1}, size_t{8}}) {
+    SCOPED_TRACE("cache pointer + " + std::to_string(offset));
+    DeviceCase d = upload_case(c, initial, offset);
+    ASSERT_FALSE(HasFatalFailure());
+    ASSERT_EQ(reinterpret_cast<uintptr_t>(d.args.cache.data) % 256, offset);
+    ASSERT_EQ(compare_cache(d, initial, layout.descriptor()), "");
+    ASSERT_EQ(d.guards_changed(), "");
+    auto* cache = static_cast<uint8_t*>(d.args.cache.data);
+    const uint8_t before = static_cast<uint8_t>(d.front_guard.back() ^ 0xFF);
+    const uint8_t after = static_cast<uint8_t>(d.back_guard.front() ^ 0xFF);
+    check_cuda(cudaMemcpy(cache - 1, &before, 1, cudaMemcpyHostToDevice), "H2D before");
+    check_cuda(cudaMemcpy(cache + initial.size(), &after, 1, cudaMemcpyHostToDevice), "H2D after");
+    check_cuda(cudaDeviceSynchronize(), "cudaDeviceSynchronize");
+    ASSERT_FALSE(HasFatalFailure());
+    EXPECT_TRUE(d.download_cache() == initial) << "the cache itself changed";
+    const std::string guards = d.guards_changed();
+    EXPECT_NE(guards.find("1 bytes of the guard band before the cache changed"), std::string::npos)
+        << guards;
+    EXPECT_NE(guards.find("from cache byte -1 (page -1, offset " +
+                          std::to_string(layout.page_bytes() - 1) + ")"),
+              std::string::npos)
+        << guards;
+    EXPECT_NE(guards.find("; 1 bytes of the guard band after the cache changed, from cache byte " +
+                          std::to_string(initial.size()) + " (page " +
+                          std::to_string(c.spec.num_blocks) + ", offset 0)"),
+              std::string::npos)
+        << guards;
+    const std::string compared = compare_cache(d, initial, layout.descriptor());
+    EXPECT_EQ(compared, "written outside the cache: " + guards);
+  }
 }
 
 }  // namespace

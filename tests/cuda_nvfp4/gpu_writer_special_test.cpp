@@ -202,7 +202,8 @@ TEST(GpuWriterSpecial, WorkedVectorsGiveTheDocumentedBytes) {
     ASSERT_TRUE(writer);
     DeviceCase d = upload_case(c, std::vector<uint8_t>(layout.cache_bytes(), 0xAA));
     ASSERT_TRUE(writer->write(d.args).is_ok());
-    const auto got = d.cache.download_all<uint8_t>();
+    const auto got = d.download_cache();
+    EXPECT_EQ(d.guards_changed(), "");
     const Nvfp4LayoutDesc& desc = layout.descriptor();
     EXPECT_EQ(got[desc.scale_offset(0, 0, 0, 0)], v.scale);
     for (int k = 0; k < 8; ++k) {
@@ -229,20 +230,18 @@ TEST(GpuWriterSpecial, DeviceScalePointersEqualHostScales) {
     c.device_scales = true;
     DeviceCase dev_scaled = upload_case(c, initial);
     ASSERT_TRUE(writer->write(dev_scaled.args).is_ok());
-    ASSERT_EQ(compare_cache(dev_scaled.cache.download_all<uint8_t>(),
-                            host_scaled.cache.download_all<uint8_t>(), layout.descriptor()),
-              "");
+    EXPECT_EQ(host_scaled.guards_changed(), "") << "host scales";
+    ASSERT_EQ(compare_cache(dev_scaled, host_scaled.download_cache(), layout.descriptor()), "");
     // New scales in the same device buffer: the next write uses them.
     c.k_scale *= 3.0f;
     c.v_scale *= 0.25f;
     const float s[2] = {c.k_scale, c.v_scale};
     dev_scaled.scales.upload(s, sizeof s);
-    dev_scaled.cache.upload(initial);
+    dev_scaled.upload_cache(initial);
     ASSERT_TRUE(writer->write(dev_scaled.args).is_ok());
     std::vector<uint8_t> want = initial;
     reference_write(c, want);
-    ASSERT_EQ(compare_cache(dev_scaled.cache.download_all<uint8_t>(), want, layout.descriptor()),
-              "");
+    ASSERT_EQ(compare_cache(dev_scaled, want, layout.descriptor()), "");
   }
 }
 
@@ -297,7 +296,7 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
                       std::string(side == 0 ? "k" : "v") + "_scale_ptr = " + text +
                       "): " + kNvfp4ScaleRule);
         EXPECT_EQ(count, 1);
-        ASSERT_EQ(d.cache.download_all<uint8_t>(), initial);
+        ASSERT_EQ(compare_cache(d, initial, layout.descriptor()), "");
       }
     }
     const float good[2] = {c.k_scale, c.v_scale};
@@ -308,7 +307,7 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
     EXPECT_EQ(count, 1);
     std::vector<uint8_t> want = initial;
     reference_write(c, want);  // skips the slot past the cache
-    ASSERT_EQ(compare_cache(d.cache.download_all<uint8_t>(), want, layout.descriptor()), "");
+    ASSERT_EQ(compare_cache(d, want, layout.descriptor()), "");
   }
 }
 

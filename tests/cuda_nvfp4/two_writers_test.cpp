@@ -26,6 +26,7 @@
 #include "kvq/layouts/nvfp4_page_layout.h"
 #include "kvq/reference_cpu/reference_writer.h"
 #include "probe.h"
+#include "require_gpu.h"
 #include "shard_compare.h"
 
 namespace kvq::cuda_nvfp4 {
@@ -44,11 +45,13 @@ int device_count(std::string* why) {
   return count;
 }
 
+// No device at all: a skip, or a failure under KVQ_REQUIRE_GPU (require_gpu.h); fewer than n:
+// always a skip (a one-GPU machine is fine).
 #define REQUIRE_DEVICES(n)                                                                     \
   do {                                                                                         \
     std::string why_;                                                                          \
     const int count_ = device_count(&why_);                                                    \
-    if (count_ == 0) GTEST_SKIP() << why_;                                                     \
+    if (count_ == 0) KVQ_NO_CUDA_DEVICE(why_);                                                 \
     if (count_ < (n)) {                                                                        \
       GTEST_SKIP() << "needs " << (n) << " CUDA devices, this machine has " << count_ << " ("  \
                    << "the two-device case of issue 9 runs on a machine with 2 or more GPUs)"; \
@@ -122,9 +125,12 @@ std::vector<uint16_t> head_slice(const std::vector<uint16_t>& rows, const Rows& 
 }
 
 constexpr uint8_t kPoison = 0x5a;  // the caches' bytes before any write: unwritten bytes show
+constexpr uint8_t kGuard = 0xa7;   // the guard bands' bytes around each cache, always
 
 // One shard: KV heads [head_begin, head_begin + heads) on cuda:`ordinal`, with its own runtime
-// (stream), writer, staging buffers and cache, sharing nothing with other shards.
+// (stream), writer, staging buffers and cache, sharing nothing with other shards. The cache lies
+// between two guard bands of a page or more (a multiple of 4 KiB: the cache keeps cudaMalloc's
+// alignment) that no write may change: guards_changed().
 class Shard {
  public:
   Shard(const CacheSpec& full, int64_t head_begin, int64_t heads, int ordinal)
@@ -142,12 +148,22 @@ class Shard {
     writer_.reset(w);
     if (!status_) return;
     layout_ = std::make_unique<Nvfp4PageLayout>(o.cache);
-    status_ = runtime_->allocate(layout_->cache_bytes(), &cache_);
-    if (status_) status_ = runtime_->fill(cache_, kPoison, layout_->cache_bytes());
+    guard_bytes_ = (std::max<std::size_t>(layout_->page_bytes(), 1) + 4095) / 4096 * 4096;
+    const std::size_t bytes = layout_->cache_bytes();
+    status_ = runtime_->allocate(guard_bytes_ + bytes + guard_bytes_, &guarded_);
+    if (!status_) return;
+    cache_ = static_cast<uint8_t*>(guarded_) + guard_bytes_;
+    status_ = runtime_->fill(guarded_, kGuard, guard_bytes_);
+    if (!status_) return;
+    status_ = runtime_->fill(cache_, kPoison, bytes);
+    if (!status_) return;
+    status_ = runtime_->fill(static_cast<uint8_t*>(cache_) + bytes, kGuard, guard_bytes_);
+    if (!status_) return;
+    status_ = runtime_->synchronize();
   }
   ~Shard() {
     if (!runtime_) return;
-    for (void* p : {key_, value_, slots_, cache_}) (void)runtime_->release(p);
+    for (void* p : {key_, value_, slots_, guarded_}) (void)runtime_->release(p);
   }
   Shard(const Shard&) = delete;
   Shard& operator=(const Shard&) = delete;
@@ -205,6 +221,32 @@ class Shard {
     return out;
   }
 
+  // "" when both guard bands around the cache still hold kGuard, else how many bytes changed and
+  // the first one's position relative to the cache (negative: before it).
+  std::string guards_changed() {
+    const std::size_t bytes = layout_->cache_bytes();
+    std::vector<uint8_t> front(guard_bytes_), back(guard_bytes_);
+    expect_ok(runtime_->copy(front.data(), guarded_, guard_bytes_, CopyKind::device_to_host),
+              "download the guard before the cache");
+    expect_ok(runtime_->copy(back.data(), static_cast<uint8_t*>(cache_) + bytes, guard_bytes_,
+                             CopyKind::device_to_host),
+              "download the guard after the cache");
+    std::size_t count = 0;
+    int64_t first = 0;
+    for (std::size_t i = 0; i < 2 * guard_bytes_; ++i) {
+      const bool before = i < guard_bytes_;
+      if ((before ? front[i] : back[i - guard_bytes_]) == kGuard) continue;
+      if (count++ == 0) {
+        first = before ? static_cast<int64_t>(i) - static_cast<int64_t>(guard_bytes_)
+                       : static_cast<int64_t>(bytes + i - guard_bytes_);
+      }
+    }
+    if (count == 0) return "";
+    return std::to_string(count) + " guard band bytes changed (a write outside the cache), the " +
+           "first at cache byte " + std::to_string(first) + " (the cache has " +
+           std::to_string(bytes) + ")";
+  }
+
   int64_t head_begin() const { return head_begin_; }
   const WriteArgs& args() const { return args_; }  // the staged write
   Clock::time_point start() const { return start_; }
@@ -218,7 +260,9 @@ class Shard {
   std::unique_ptr<DeviceRuntime> runtime_;
   std::unique_ptr<KVCacheWriter> writer_;
   std::unique_ptr<Nvfp4PageLayout> layout_;
-  void *key_ = nullptr, *value_ = nullptr, *slots_ = nullptr, *cache_ = nullptr;
+  std::size_t guard_bytes_ = 0;
+  void *key_ = nullptr, *value_ = nullptr, *slots_ = nullptr;
+  void *guarded_ = nullptr, *cache_ = nullptr;  // cache_: guard_bytes_ into guarded_
   WriteArgs args_;
   Clock::time_point start_, issued_, end_;
 };
@@ -280,6 +324,7 @@ void check_shards(const CacheSpec& s, const std::vector<Rows>& writes,
   const std::vector<uint8_t> full = one.cache_bytes();
   ASSERT_EQ(first_difference(full, reference_bytes(s, writes)), "")
       << "the single cuda_nvfp4 writer vs reference_cpu";
+  ASSERT_EQ(one.guards_changed(), "") << "the single cuda_nvfp4 writer";
 
   const auto n = static_cast<int64_t>(devices.size());
   const int64_t per = s.num_kv_heads / n;
@@ -323,6 +368,7 @@ void check_shards(const CacheSpec& s, const std::vector<Rows>& writes,
     EXPECT_EQ(kvq::test::compare_shard(one.layout(), full, sh->layout(), bytes, sh->head_begin()),
               "")
         << "shard of KV heads from " << sh->head_begin();
+    EXPECT_EQ(sh->guards_changed(), "") << "shard of KV heads from " << sh->head_begin();
   }
   EXPECT_EQ(total, full.size());
 }
@@ -434,6 +480,7 @@ TEST(TwoWriters, TensorsOrStreamsOfAnotherDeviceAreRefused) {
   expect_ok(shard.runtime().synchronize(), "synchronize");
   EXPECT_EQ(first_difference(shard.cache_bytes(), before), "")
       << "a refused write changed the cache";
+  EXPECT_EQ(shard.guards_changed(), "") << "a refused write";
 
   // A stream of another device (needs two).
   std::string why;
@@ -451,6 +498,7 @@ TEST(TwoWriters, TensorsOrStreamsOfAnotherDeviceAreRefused) {
   expect_ok(shard.runtime().synchronize(), "synchronize");
   EXPECT_EQ(first_difference(shard.cache_bytes(), before), "")
       << "a refused write changed the cache";
+  EXPECT_EQ(shard.guards_changed(), "") << "a refused write";
 }
 
 }  // namespace
