@@ -8,6 +8,10 @@ kvq_add_test(kvq_bench_unit_tests LABEL unit
 kvq_add_test(kvq_bench_cli_tests LABEL plugin
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/bench_cli_test.cpp
   LINK nlohmann_json::nlohmann_json)
+# This machine's folders; KVQ_BUILD_DIR / KVQ_SOURCE_DIR in the environment override them
+# (tests/apps/kvq_cli_fixture.h).
+target_compile_definitions(kvq_bench_cli_tests PRIVATE
+  KVQ_BUILD_DIR_DEFAULT="${PROJECT_BINARY_DIR}" KVQ_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}")
 if(TARGET kvq_backend_reference_cpu)
   add_dependencies(kvq_bench_cli_tests kvq kvq_backend_reference_cpu)
 endif()

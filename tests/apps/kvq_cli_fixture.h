@@ -1,7 +1,10 @@
 #pragma once
 // A fixture for tests that run the built `kvq` program (tests/apps): its own temporary folder,
-// `kvq ARGS` with stdout and stderr to files there, and what it printed. ctest sets
-// KVQ_BUILD_DIR (where bin/kvq is) and KVQ_SOURCE_DIR; a test run by hand without them skips.
+// `kvq ARGS` with stdout and stderr to files there, and what it printed. bin/kvq is found under
+// KVQ_BUILD_DIR and the sources under KVQ_SOURCE_DIR: from the environment when set (ctest sets
+// both; scripts/gpu_session.sh sets them on the GPU machine, where this machine's paths do not
+// exist), else the folders CMake compiled in (KVQ_BUILD_DIR_DEFAULT, KVQ_SOURCE_DIR_DEFAULT). A
+// kvq that is not there is a failure, never a skip.
 #include <gtest/gtest.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -19,9 +22,14 @@ struct CliResult {
   std::string out, err;
 };
 
-inline std::string env_or_empty(const char* name) {
+#if !defined(KVQ_BUILD_DIR_DEFAULT) || !defined(KVQ_SOURCE_DIR_DEFAULT)
+#error "the test target defines KVQ_BUILD_DIR_DEFAULT and KVQ_SOURCE_DIR_DEFAULT (tests/apps)"
+#endif
+
+// The environment's `name`, else `fallback`.
+inline std::string env_or(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
-  return v ? v : "";
+  return v && *v ? v : fallback;
 }
 
 inline std::string slurp(const std::filesystem::path& file) {
@@ -33,11 +41,10 @@ class KvqCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     namespace fs = std::filesystem;
-    if (env_or_empty("KVQ_BUILD_DIR").empty() || env_or_empty("KVQ_SOURCE_DIR").empty()) {
-      GTEST_SKIP() << "KVQ_BUILD_DIR / KVQ_SOURCE_DIR not set (run through ctest)";
-    }
-    kvq_ = fs::path(env_or_empty("KVQ_BUILD_DIR")) / "bin" / "kvq";
-    source_ = env_or_empty("KVQ_SOURCE_DIR");
+    kvq_ = fs::path(env_or("KVQ_BUILD_DIR", KVQ_BUILD_DIR_DEFAULT)) / "bin" / "kvq";
+    source_ = env_or("KVQ_SOURCE_DIR", KVQ_SOURCE_DIR_DEFAULT);
+    ASSERT_TRUE(fs::is_regular_file(kvq_)) << kvq_ << " is missing (build the kvq target)";
+    ASSERT_TRUE(fs::is_directory(source_ / "configs")) << source_ << " has no configs/";
     dir_ = fs::temp_directory_path() /
            ("kvq_cli_" + std::to_string(::getpid()) + "_" +
             ::testing::UnitTest::GetInstance()->current_test_info()->name());

@@ -54,6 +54,22 @@ float from_bf16(uint16_t h) {
   return f;
 }
 
+// Round to nearest even; finite |f| < 65520 (the Gaussian rows here are far inside).
+uint16_t to_f16(float f) {
+  const uint16_t sign = std::signbit(f) ? 0x8000u : 0u;
+  const float a = std::fabs(f);
+  // Zero or subnormal: a multiple of 2^-24 (1024 of them round up to the least normal).
+  if (a < 0x1p-14f) {
+    return static_cast<uint16_t>(sign | static_cast<uint32_t>(std::nearbyint(a * 0x1p24f)));
+  }
+  int e = 0;
+  const float m = std::frexp(a, &e);  // a = m * 2^e, m in [0.5, 1)
+  // Biased exponent e - 1 + 15; a mantissa that rounds up to 1024 carries into the exponent.
+  const uint32_t bits = (static_cast<uint32_t>(e + 14) << 10) +
+                        static_cast<uint32_t>(std::nearbyint((2.0f * m - 1.0f) * 1024.0f));
+  return static_cast<uint16_t>(sign | bits);
+}
+
 double rel_l2(const std::vector<float>& a, const float* b, const std::vector<int64_t>& slots,
               int64_t row) {
   double num = 0, den = 0;
@@ -94,13 +110,38 @@ struct Input {
             {"value", make_view(value.data() + begin * row, DType::bf16, {n, kHeads, kHeadSize})},
             {"slot_mapping", make_view(slots.data() + begin, DType::i64, {n})}};
   }
+  // The whole input with key and value as `rows` (BF16, F16 or F32) and slot_mapping as `slot`
+  // (I64 or I32). F32 and I32 hold the same values exactly; F16 too, but for the few elements
+  // below F16's normal range (2^-14), which it rounds.
+  std::vector<NamedTensor> tensors_as(DType rows, DType slot) {
+    std::vector<NamedTensor> t = tensors();
+    if (rows == DType::f32) {
+      t[0].view = make_view(key_f.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+      t[1].view = make_view(value_f.data(), DType::f32, {kTokens, kHeads, kHeadSize});
+    } else if (rows == DType::f16) {
+      key_h.clear();
+      value_h.clear();
+      for (float f : key_f) key_h.push_back(to_f16(f));
+      for (float f : value_f) value_h.push_back(to_f16(f));
+      t[0].view = make_view(key_h.data(), DType::f16, {kTokens, kHeads, kHeadSize});
+      t[1].view = make_view(value_h.data(), DType::f16, {kTokens, kHeads, kHeadSize});
+    }
+    if (slot == DType::i32) {
+      slots_i32.assign(slots.size(), 0);
+      for (size_t i = 0; i < slots.size(); ++i) slots_i32[i] = static_cast<int32_t>(slots[i]);
+      t[2].view = make_view(slots_i32.data(), DType::i32, {kTokens});
+    }
+    return t;
+  }
+  std::vector<uint16_t> key_h, value_h;  // F16, made by tensors_as
+  std::vector<int32_t> slots_i32;        // made by tensors_as
 };
 
 class WriteReadCli : public test::KvqCliTest {
  protected:
   void SetUp() override {
     KvqCliTest::SetUp();
-    if (IsSkipped()) return;
+    if (HasFatalFailure()) return;
     config_ = dir_ / "cfg.yaml";
     std::ofstream(config_) << kConfig;
     save_safetensors(path("in.safetensors"), input_.tensors());
@@ -127,15 +168,19 @@ class WriteReadCli : public test::KvqCliTest {
     return path(name);
   }
 
-  // The cache the reference writer makes, in-process, from the whole input with these scales.
+  // The cache the reference writer makes, in-process, from the whole input (or `t`: key, value,
+  // slot_mapping) with these scales.
   std::vector<uint8_t> reference_bytes(float k_scale, float v_scale) {
+    return reference_bytes(k_scale, v_scale, input_.tensors());
+  }
+  std::vector<uint8_t> reference_bytes(float k_scale, float v_scale,
+                                       const std::vector<NamedTensor>& t) {
     BackendOptions o;
     o.cache.num_blocks = kBlocks;
     o.cache.num_kv_heads = kHeads;
     o.cache.head_size = kHeadSize;
     reference_cpu::ReferenceWriter writer(o);
     std::vector<uint8_t> bytes(kBlocks * kPage, 0);
-    auto t = input_.tensors();
     WriteArgs a;
     a.key = t[0].view;
     a.value = t[1].view;
@@ -207,6 +252,41 @@ TEST_F(WriteReadCli, WriteThenReadReproducesTheRoundTripError) {
   EXPECT_GE(ev, 0.07);
   EXPECT_LE(ev, 0.12);
   for (int64_t e = 0; e < row; ++e) ASSERT_EQ(k[e], 0.0f) << "padding token 0 reads as zeros";
+}
+
+// Every input dtype of the contract: key and value BF16, F16 or F32, slot_mapping I64 or I32. Each
+// cache is the reference writer's, called in-process on the same tensors, and the very bytes of
+// the BF16 + I64 write: F32 and I32 hold its values exactly, and F16 rounds only the few elements
+// below 2^-14, far below the least nonzero NVFP4 value of any group here, so they quantize to 0.
+TEST_F(WriteReadCli, WriteTakesF16AndF32RowsAndAnI32SlotMapping) {
+  ASSERT_EQ(write("", "bf16_i64.safetensors").status, 0);
+  const auto bf16_i64 = SafetensorsFile::load(path("bf16_i64.safetensors"));
+  const auto base = bf16_i64.at("kv_cache").bytes;
+  for (const DType rows : {DType::bf16, DType::f16, DType::f32}) {
+    for (const DType slot : {DType::i64, DType::i32}) {
+      const std::string name =
+          fmt::format("{}_{}", safetensors_dtype_name(rows), safetensors_dtype_name(slot));
+      SCOPED_TRACE(fmt::format("key, value {}, slot_mapping {}", safetensors_dtype_name(rows),
+                               safetensors_dtype_name(slot)));
+      const std::vector<NamedTensor> t = input_.tensors_as(rows, slot);
+      ASSERT_EQ(t[0].view.dtype, rows);
+      ASSERT_EQ(t[2].view.dtype, slot);
+      save_safetensors(path(name + "_in.safetensors"), t);
+      const test::CliResult w = write("", name + ".safetensors", name + "_in.safetensors");
+      EXPECT_EQ(w.status, 0) << w.err;
+      if (w.status != 0) continue;  // the other dtypes still say what they give
+      EXPECT_NE(w.out.find("wrote 270 tokens (30 padding) with reference_cpu"), std::string::npos)
+          << w.out;
+      const auto cache = SafetensorsFile::load(path(name + ".safetensors"));
+      const auto got = cache.at("kv_cache").bytes;
+      const std::vector<uint8_t> want = reference_bytes(1.0f, 1.0f, t);
+      ASSERT_EQ(got.size(), want.size());
+      EXPECT_TRUE(std::equal(want.begin(), want.end(), got.begin()))
+          << "the cache is not the reference writer's on the same tensors";
+      EXPECT_TRUE(std::equal(base.begin(), base.end(), got.begin()))
+          << "the same values in another dtype gave other bytes than BF16 + I64";
+    }
+  }
 }
 
 TEST_F(WriteReadCli, ScalesFromTheInputAreUsedAndRecorded) {
@@ -578,6 +658,42 @@ TEST_F(WriteReadCli, AFailedWriteLeavesTheOutputAsItWas) {
   expect_failure(r, 1, path("cache.safetensors.tmp") + ": cannot write it: File too large");
   EXPECT_EQ(slurp(dir_ / "cache.safetensors"), before);
   EXPECT_FALSE(fs::exists(dir_ / "cache.safetensors.tmp"));
+}
+
+// Bad input changes nothing: an in-place `kvq write --cache C --output C` whose slot_mapping is
+// refused -- a slot past the cache (the writer's check), a repeated slot (kvq write's own), in I64
+// and in I32 -- exits 2 and leaves C byte for byte as it was, with no C.tmp beside it.
+TEST_F(WriteReadCli, AnInPlaceWriteWithBadSlotsLeavesTheCacheAsItWas) {
+  save_safetensors(path("first.safetensors"), input_.tensors(0, 120));
+  ASSERT_EQ(write("", "cache.safetensors", "first.safetensors").status, 0);
+  const std::string before = slurp(dir_ / "cache.safetensors");
+  ASSERT_GT(before.size(), static_cast<size_t>(kBlocks * kPage));
+  const std::string in_place = "--cache " + path("cache.safetensors");
+  const auto expect_unchanged = [&](const std::string& input, const std::string& message) {
+    SCOPED_TRACE(input);
+    expect_failure(write(in_place, "cache.safetensors", input), 2, path(input) + ": " + message);
+    EXPECT_EQ(slurp(dir_ / "cache.safetensors"), before) << "a refused write changed the cache";
+    EXPECT_FALSE(fs::exists(dir_ / "cache.safetensors.tmp"));
+  };
+  // Tokens 120..299 (the next step of the same sequences), token 153 (index 33) past the cache.
+  const int64_t past = input_.slots[153];
+  input_.slots[153] = kBlocks * kBlockSize;
+  save_safetensors(path("past.safetensors"), input_.tensors(120, kTokens));
+  expect_unchanged("past.safetensors", "slot_mapping[33] = 384: expected < 384");
+  std::vector<int32_t> slots32;
+  for (int64_t i = 120; i < kTokens; ++i) slots32.push_back(static_cast<int32_t>(input_.slots[i]));
+  auto second = input_.tensors(120, kTokens);
+  second[2].view = make_view(slots32.data(), DType::i32, {kTokens - 120});
+  save_safetensors(path("past_i32.safetensors"), second);
+  expect_unchanged("past_i32.safetensors", "slot_mapping[33] = 384: expected < 384");
+  input_.slots[153] = past;
+  // Token 155 (index 35) in token 154's slot.
+  input_.slots[155] = input_.slots[154];
+  save_safetensors(path("twice.safetensors"), input_.tensors(120, kTokens));
+  expect_unchanged("twice.safetensors",
+                   fmt::format("tensor 'slot_mapping': slot_mapping[35] = {}, the same slot as "
+                               "slot_mapping[34]",
+                               input_.slots[154]));
 }
 
 TEST_F(WriteReadCli, ACacheLargerThanMemoryIsRefusedWithItsSize) {

@@ -4,6 +4,10 @@
 kvq_add_test(kvq_write_read_cli_tests LABEL plugin
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/write_read_cli_test.cpp
   LINK kvq_reference_cpu_impl)
+# This machine's folders; KVQ_BUILD_DIR / KVQ_SOURCE_DIR in the environment override them
+# (tests/apps/kvq_cli_fixture.h).
+target_compile_definitions(kvq_write_read_cli_tests PRIVATE
+  KVQ_BUILD_DIR_DEFAULT="${PROJECT_BINARY_DIR}" KVQ_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}")
 add_dependencies(kvq_write_read_cli_tests kvq kvq_backend_reference_cpu)
 
 # unit: the staging of `kvq write`/`kvq read` between host and device, on a fake runtime.

@@ -23,6 +23,12 @@ using namespace kvq::demo::test;
 
 constexpr int64_t kHeads = 4, kHeadSize = 128, kBlockSize = 16;  // data/demo_tiny.yaml
 
+// The fixture plugins' folders: $KVQ_BUILD_DIR/test-plugins, else the compiled-in KVQ_FIXTURE_DIR.
+// CMake builds the fixtures this test loads with it, so a missing one is a failure, not a skip.
+fs::path fixture_dir() {
+  return env_path_or("KVQ_BUILD_DIR", "test-plugins", KVQ_FIXTURE_DIR);
+}
+
 TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
   const json j = run_json({"--config", data("demo_tiny.yaml").string()});
   const std::vector<std::string> keys = {"backend",
@@ -201,10 +207,9 @@ TEST_F(DemoTest, VerifyAgainstReferenceCpu) {
 // the shards laid end to end. fixture_skewed changes the first key group of every write of one
 // writer, so the first difference lies in that writer's shard.
 TEST_F(DemoTest, VerifyMismatchExits1AndNamesTheFirstDifferingByte) {
-  const fs::path fixtures = fs::path(KVQ_FIXTURE_DIR) / "skewed";
-  if (!fs::exists(fixtures / "libkvq_fixture_skewed.so")) {
-    GTEST_SKIP() << "the skewed fixture plugin is not built (" << fixtures << ")";
-  }
+  const fs::path fixtures = fixture_dir() / "skewed";
+  ASSERT_TRUE(fs::exists(fixtures / "libkvq_fixture_skewed.so"))
+      << fixtures << " has no libkvq_fixture_skewed.so (target kvq_fixture_skewed, tests/demo)";
   constexpr int64_t kShardCacheBytes = 221184;  // demo_tiny.yaml, 2 KV heads a shard
   for (const char* writer : {"0", "1"}) {
     ASSERT_EQ(setenv("KVQ_FIXTURE_SKEW_WRITER", writer, 1), 0);
@@ -297,10 +302,10 @@ TEST_F(DemoTest, UnknownBackendExits2) {
 }
 
 TEST_F(DemoTest, UnavailableBackendByNameExits2) {
-  const fs::path fixtures = fs::path(KVQ_FIXTURE_DIR) / "unavailable";
-  if (!fs::exists(fixtures / "libkvq_fixture_unavailable.so")) {
-    GTEST_SKIP() << "the plugin test fixtures are not built (" << fixtures << ")";
-  }
+  const fs::path fixtures = fixture_dir() / "unavailable";
+  ASSERT_TRUE(fs::exists(fixtures / "libkvq_fixture_unavailable.so"))
+      << fixtures << " has no libkvq_fixture_unavailable.so (target kvq_plugin_fixtures, "
+      << "tests/plugin)";
   const Outcome r =
       run({"--config", data("demo_tiny.yaml").string(), "--backend", "fixture_unavailable"},
           fixtures.string());

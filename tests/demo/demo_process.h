@@ -2,7 +2,9 @@
 // Runs the kvq-demo binary for the end-to-end tests (tests/demo): a fixture with its own temporary
 // folder, kvq-demo started with stdout and stderr to files there, KVQ_PLUGIN_PATH under the
 // test's control, and the JSON it wrote. The test target defines KVQ_DEMO_BINARY (the kvq-demo
-// file) and KVQ_DEMO_DATA (tests/demo/data).
+// file) and KVQ_DEMO_DATA (tests/demo/data), this machine's paths; KVQ_BUILD_DIR and
+// KVQ_SOURCE_DIR in the environment override them (ctest sets both to the same folders;
+// scripts/gpu_session.sh sets them on the GPU machine, where this machine's paths do not exist).
 #include <fcntl.h>
 #include <gtest/gtest.h>
 #include <signal.h>
@@ -11,6 +13,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -32,6 +35,19 @@ struct Outcome {
   std::string out, err;
 };
 
+// $`variable`/`relative` when the environment has `variable`, else `compiled_in`.
+inline fs::path env_path_or(const char* variable, const char* relative, const char* compiled_in) {
+  const char* dir = std::getenv(variable);
+  return dir && *dir ? fs::path(dir) / relative : fs::path(compiled_in);
+}
+
+inline fs::path demo_binary() {
+  return env_path_or("KVQ_BUILD_DIR", "bin/kvq-demo", KVQ_DEMO_BINARY);
+}
+inline fs::path demo_data() {
+  return env_path_or("KVQ_SOURCE_DIR", "tests/demo/data", KVQ_DEMO_DATA);
+}
+
 inline std::string slurp(const fs::path& file) {
   std::ifstream in(file, std::ios::binary);
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
@@ -48,7 +64,7 @@ class DemoTest : public ::testing::Test {
   }
   void TearDown() override { fs::remove_all(dir_); }
 
-  static fs::path data(const std::string& name) { return fs::path(KVQ_DEMO_DATA) / name; }
+  static fs::path data(const std::string& name) { return demo_data() / name; }
 
   // Starts kvq-demo with `args`, stdout/stderr to files; KVQ_PLUGIN_PATH is `plugin_path` or unset
   // (the caller's environment must not decide which plugins are found).
@@ -61,7 +77,7 @@ class DemoTest : public ::testing::Test {
     std::vector<char*> envp, argv;
     for (auto& s : env_strings) envp.push_back(s.data());
     envp.push_back(nullptr);
-    std::string binary = KVQ_DEMO_BINARY;
+    std::string binary = demo_binary().string();
     argv.push_back(binary.data());
     std::vector<std::string> copy = args;
     for (auto& a : copy) argv.push_back(a.data());
