@@ -48,7 +48,20 @@ bool still_at(int fd, const std::filesystem::path& path) {
          open_file.st_dev == named.st_dev && open_file.st_ino == named.st_ino;
 }
 
+constexpr const char* kExpectedOutput = "expected a regular file or a new path";
+
 }  // namespace
+
+std::string non_regular_kind(const std::filesystem::path& file) {
+  struct stat st {};
+  if (::stat(file.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
+  if (S_ISDIR(st.st_mode)) return "a folder";
+  if (S_ISFIFO(st.st_mode)) return "a FIFO";
+  if (S_ISCHR(st.st_mode)) return "a character device";
+  if (S_ISBLK(st.st_mode)) return "a block device";
+  if (S_ISSOCK(st.st_mode)) return "a socket";
+  return "not a regular file";
+}
 
 std::filesystem::path temporary_path_for(const std::filesystem::path& file) {
   return std::filesystem::path(file.string() + ".tmp");
@@ -69,6 +82,10 @@ bool write_file_atomically(const std::filesystem::path& file,
     ::unlink(tmp.c_str());
     throw Error(ErrorCode::io, fmt::format("{}: cannot {}: {}", where.string(), what, reason(err)));
   };
+  if (const std::string kind = non_regular_kind(file); !kind.empty()) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{}: is {}: {}", file.string(), kind, kExpectedOutput));
+  }
   std::string why;
   const int fd = open_temporary(tmp, &why);
   if (fd < 0)
@@ -143,6 +160,9 @@ void check_writable(const std::filesystem::path& file, std::string_view what) {
   }
   std::error_code ec;
   if (std::filesystem::is_directory(file, ec)) bad("is a folder: expected a file path");
+  if (const std::string kind = non_regular_kind(file); !kind.empty()) {
+    bad(fmt::format("is {}: {}", kind, kExpectedOutput));
+  }
   const std::filesystem::path parent = std::filesystem::absolute(file, ec).parent_path();
   if (!std::filesystem::is_directory(parent, ec)) bad("no such folder " + parent.string());
   const std::filesystem::path tmp = temporary_path_for(file);

@@ -11,6 +11,7 @@
 #include <map>
 #include <mutex>
 
+#include "kvq/core/file_io.h"
 #include "kvq/core/logging.h"
 
 namespace kvq {
@@ -97,7 +98,8 @@ bool same_object(const void* anchor, const void* address) {
 
 // True when `address` lies in an executable segment of a loaded object: an alias of a variable
 // (KVQ_DEFINE_BACKEND(descriptor) instead of a function) points into data, and calling it would
-// crash the host.
+// crash the host; and a plain function exported as kvq_backend_entry lies in code, where an
+// alias (a variable holding a pointer) never does.
 bool in_executable_segment(const void* address) {
   struct Query {
     uintptr_t address;
@@ -120,6 +122,25 @@ bool in_executable_segment(const void* address) {
   return query.executable;
 }
 
+// Whether the exported symbol at `symbol` can be the variable BOOST_DLL_ALIAS defines: a
+// pointer-sized, pointer-aligned data object outside any executable segment. Decided from the
+// symbol table and the program headers alone, never by reading the bytes at `symbol`: a plain
+// function exported under the alias's name would otherwise have its machine code read as a
+// pointer (a misaligned read of code, undefined behaviour).
+bool looks_like_alias_variable(const void* symbol, const char* name) {
+  const auto at = reinterpret_cast<uintptr_t>(symbol);
+  if (at % alignof(const void*) != 0 || in_executable_segment(symbol)) return false;
+  Dl_info info{};
+  void* found = nullptr;
+  if (dladdr1(symbol, &info, &found, RTLD_DL_SYMENT) == 0) return false;
+  const auto* entry = static_cast<const ElfW(Sym)*>(found);
+  // dladdr1 names the dynamic symbol nearest `symbol`; when that is another name for the same
+  // address, the checks above are all there is to go on.
+  if (!entry || !info.dli_sname || std::strcmp(info.dli_sname, name) != 0) return true;
+  // (ELF32_ST_TYPE is the same macro.)
+  return ELF64_ST_TYPE(entry->st_info) == STT_OBJECT && entry->st_size == sizeof(const void*);
+}
+
 }  // namespace
 
 LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
@@ -128,6 +149,12 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
     result.failure = std::move(why);
     return result;
   };
+
+  // Only a regular file is opened: dlopen of a FIFO named like a plugin blocks until something
+  // writes to it (for ever, in a plugin folder), and a device or socket is no library either.
+  if (const std::string kind = non_regular_kind(canonical); !kind.empty()) {
+    return fail("not a regular file (" + kind + "): expected a shared library");
+  }
 
   std::string why;
   auto library = open_library(canonical, &why);
@@ -138,15 +165,20 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
     return fail(std::string("no ") + kEntry +
                 " symbol: not a kvq plugin (export one with KVQ_DEFINE_BACKEND)");
   }
-  // BOOST_DLL_ALIAS exports a variable holding the function's address.
-  const void* alias_variable = &library->get<const void*>(kEntry);
-  PluginEntryFn& entry = library->get_alias<PluginEntryFn>(kEntry);
-  if (!same_object(alias_variable, reinterpret_cast<const void*>(&entry))) {
+  // BOOST_DLL_ALIAS exports a variable holding the function's address. The symbol itself is
+  // checked to be such a variable before its bytes are read as a pointer.
+  const auto not_an_alias = [&] {
     return fail(std::string(kEntry) +
                 " is not a Boost.DLL alias into this library (export it with "
                 "KVQ_DEFINE_BACKEND)");
-  }
-  if (!in_executable_segment(reinterpret_cast<const void*>(&entry))) {
+  };
+  const void* alias_variable = dlsym(library->native(), kEntry);
+  if (!alias_variable || !looks_like_alias_variable(alias_variable, kEntry)) return not_an_alias();
+  const void* target = nullptr;
+  std::memcpy(&target, alias_variable, sizeof target);
+  if (!target || !same_object(alias_variable, target)) return not_an_alias();
+  auto* entry = reinterpret_cast<PluginEntryFn*>(const_cast<void*>(target));
+  if (!in_executable_segment(target)) {
     return fail(std::string(kEntry) +
                 " points at data, not at a function (KVQ_DEFINE_BACKEND takes the function that "
                 "returns the descriptor)");

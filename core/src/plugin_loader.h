@@ -1,8 +1,8 @@
 #pragma once
 // Private to core: opening one plugin file and checking it in the order the ABI rules demand
-// (plugin_abi.h): open -> find kvq_backend_entry -> call it -> non-null -> abi_version -> build
-// fingerprint -> name and functions -> probe. Every library this opens stays loaded for the life
-// of the process (a list owned by core, the allowed global state).
+// (plugin_abi.h): a regular file -> open -> find kvq_backend_entry -> call it -> non-null ->
+// abi_version -> build fingerprint -> name and functions -> probe. Every library this opens stays
+// loaded for the life of the process (a list owned by core, the allowed global state).
 #include <boost/dll/shared_library.hpp>
 #include <filesystem>
 #include <memory>

@@ -188,6 +188,8 @@ void Registry::scan(const std::vector<fs::path>& folders_or_files) {
     }
     // Sorted, so that what is loaded first (and named first in messages) does not depend on the
     // order the file system lists a folder in.
+    // A folder named like a plugin is skipped; any other file that is not a regular one (a FIFO,
+    // a device) is reported by load_plugin without being opened.
     std::vector<fs::path> files;
     for (fs::directory_iterator it(item, ec), end; !ec && it != end; it.increment(ec)) {
       std::error_code type_ec;

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cerrno>
 #include <cstring>
 #include <fstream>
 #include <limits>
@@ -323,8 +324,13 @@ SafetensorsFile SafetensorsFile::load(const std::filesystem::path& file) {
         fmt::format("{}: {}: expected a safetensors file", source,
                     std::filesystem::is_directory(file, ec) ? "a folder" : "not a regular file"));
   }
+  errno = 0;
   std::ifstream in(file, std::ios::binary);
-  if (!in) throw Error(ErrorCode::io, fmt::format("{}: cannot open for reading", source));
+  if (!in) {
+    const int err = errno;  // what open(2) said; 0 where the library did not say
+    throw Error(ErrorCode::io, fmt::format("{}: cannot open for reading: {}", source,
+                                           err != 0 ? std::strerror(err) : "reason unknown"));
+  }
   in.seekg(0, std::ios::end);
   const std::streamoff size = in.tellg();
   if (size < 0) throw Error(ErrorCode::io, fmt::format("{}: cannot tell its size", source));

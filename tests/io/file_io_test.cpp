@@ -7,10 +7,13 @@
 #include <gtest/gtest.h>
 #include <sys/file.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <csignal>
 #include <cstdint>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <iterator>
@@ -210,6 +213,55 @@ TEST_F(FileIo, CheckWritableRefusesWhatAWriteWouldFailOn) {
   std::ofstream(file_) << "precious";
   EXPECT_EQ(refused(file_), "");
   EXPECT_EQ(slurp(file_), "precious");
+}
+
+// An existing output that is not a regular file (a FIFO here; a device such as /dev/null is the
+// same case) is refused before any work, and by the write itself before FILE.tmp exists: the
+// rename would replace it with a regular file. Through a symbolic link too.
+TEST_F(FileIo, AnOutputThatIsNotARegularFileIsRefusedNotReplaced) {
+  ASSERT_EQ(::mkfifo(file_.c_str(), 0644), 0) << std::strerror(errno);
+  const fs::path link = dir_ / "link.bin";
+  fs::create_symlink(file_, link);
+  for (const fs::path& out : {file_, link}) {
+    const std::string why = ": is a FIFO: expected a regular file or a new path";
+    try {
+      check_writable(out, "--out");
+      ADD_FAILURE() << "check_writable passed " << out;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()), "--out " + out.string() + why);
+    }
+    try {
+      write_file_atomically(out, std::string_view("bytes"));
+      ADD_FAILURE() << "wrote over " << out;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::invalid_argument);
+      EXPECT_EQ(std::string(e.what()), out.string() + why);
+    }
+    EXPECT_FALSE(fs::exists(temporary_path_for(out)));
+  }
+  EXPECT_TRUE(fs::is_fifo(fs::symlink_status(file_)));
+  EXPECT_TRUE(fs::is_symlink(link));
+}
+
+// A symbolic link at the output that leads to a regular file (or to nothing) is itself replaced:
+// the output becomes a regular file, and the file the link named keeps its bytes.
+TEST_F(FileIo, ALinkAtTheOutputIsReplacedNotWrittenThrough) {
+  const fs::path target = dir_ / "target.txt";
+  std::ofstream(target) << "the link's target";
+  fs::create_symlink(target, file_);
+  EXPECT_NO_THROW(check_writable(file_, "--out"));
+  ASSERT_TRUE(write_file_atomically(file_, std::string_view("new")));
+  EXPECT_FALSE(fs::is_symlink(file_));
+  EXPECT_EQ(slurp(file_), "new");
+  EXPECT_EQ(slurp(target), "the link's target");
+  const fs::path dangling = dir_ / "dangling.bin";
+  fs::create_symlink(dir_ / "nowhere", dangling);
+  EXPECT_NO_THROW(check_writable(dangling, "--out"));
+  ASSERT_TRUE(write_file_atomically(dangling, std::string_view("new")));
+  EXPECT_FALSE(fs::is_symlink(dangling));
+  EXPECT_EQ(slurp(dangling), "new");
+  EXPECT_FALSE(fs::exists(dir_ / "nowhere"));
 }
 
 // An output may not be an input under any name, nor write through an input: OUT.tmp is truncated

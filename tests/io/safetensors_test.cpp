@@ -4,8 +4,10 @@
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
+#include <cerrno>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -258,6 +260,51 @@ TEST(SafetensorsLoad, MissingFileIsNotFound) {
     EXPECT_EQ(e.code(), ErrorCode::not_found);
     EXPECT_STREQ(e.what(), "/nonexistent/dir/x.safetensors: no such file");
   }
+}
+
+// A file that is there but cannot be opened says why: what open(2) said. Out of file descriptors
+// (the limit lowered to the lowest free one) fails for every user, root included.
+TEST(SafetensorsLoad, FileThatCannotBeOpenedSaysWhy) {
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvq_io_test_nofd_" + std::to_string(::getpid()) + ".safetensors");
+  save_safetensors(path, {});
+  const int lowest_free = ::dup(STDERR_FILENO);
+  ASSERT_GE(lowest_free, 0) << std::strerror(errno);
+  ::close(lowest_free);
+  rlimit saved{};
+  ASSERT_EQ(::getrlimit(RLIMIT_NOFILE, &saved), 0);
+  rlimit lower = saved;
+  lower.rlim_cur = static_cast<rlim_t>(lowest_free);
+  ASSERT_EQ(::setrlimit(RLIMIT_NOFILE, &lower), 0) << std::strerror(errno);
+  std::string message;
+  ErrorCode code = ErrorCode::ok;
+  try {
+    (void)SafetensorsFile::load(path);
+  } catch (const Error& e) {
+    message = e.what();
+    code = e.code();
+  }
+  ::setrlimit(RLIMIT_NOFILE, &saved);
+  std::filesystem::remove(path);
+  EXPECT_EQ(code, ErrorCode::io);
+  EXPECT_EQ(message, path.string() + ": cannot open for reading: " + std::strerror(EMFILE));
+}
+
+// The common case, a file without read permission (root may read it: skipped there).
+TEST(SafetensorsLoad, UnreadableFileSaysPermissionDenied) {
+  if (::geteuid() == 0) GTEST_SKIP() << "running as root, which may read a file of mode 000";
+  const auto path = std::filesystem::temp_directory_path() /
+                    ("kvq_io_test_000_" + std::to_string(::getpid()) + ".safetensors");
+  save_safetensors(path, {});
+  std::filesystem::permissions(path, std::filesystem::perms::none);
+  std::string message;
+  try {
+    (void)SafetensorsFile::load(path);
+  } catch (const Error& e) {
+    message = e.what();
+  }
+  std::filesystem::remove(path);
+  EXPECT_EQ(message, path.string() + ": cannot open for reading: " + std::strerror(EACCES));
 }
 
 // ---- malformed files: each error names the file (and the tensor) and says what is wrong ----

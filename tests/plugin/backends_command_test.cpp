@@ -1,7 +1,12 @@
 // `kvq backends --plugin-path DIR` against the fixtures: the table, the failures, exit statuses.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
 #include <string>
 
 #include "test_support.h"
@@ -64,6 +69,27 @@ TEST(BackendsCommand, DuplicateNamesAreListedAsOneFailureNamingBoth) {
   EXPECT_THAT(r.out, HasSubstr("  " + fixture("duplicate", "libkvq_twin_b.so").string() +
                                ": plugin name 'fixture_twin' is also used by " +
                                fixture("duplicate", "libkvq_twin_a.so").string()));
+}
+
+// A FIFO named like a plugin is listed as not loaded, in a scanned folder and named itself, and
+// never opened (dlopen would block on it for ever; `timeout` turns a regression into exit 124).
+TEST(BackendsCommand, FifoNamedLikeAPluginIsListedNotOpened) {
+  namespace fs = std::filesystem;
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvq-backends-fifo-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "libkvq_x.so";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
+  const std::string line = "\nnot loaded:\n  " + fifo.string() +
+                           ": not a regular file (a FIFO): expected a shared "
+                           "library\n";
+  for (const fs::path& given : {dir, fifo}) {
+    const auto r =
+        run_command("timeout 20 " + kvq_backends("--plugin-path '" + given.string() + "'"));
+    EXPECT_EQ(r.exit_status, 0) << given << ": " << r.err;
+    EXPECT_THAT(r.out, HasSubstr(line)) << given;
+  }
+  fs::remove_all(dir);
 }
 
 TEST(BackendsCommand, MissingPluginPathIsBadUsage) {

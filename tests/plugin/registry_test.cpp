@@ -2,11 +2,19 @@
 // the plugin ABI and must come back as a failure naming the file and the reason.
 #include "kvq/core/registry.h"
 
+#include <dlfcn.h>
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <link.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <cerrno>
+#include <cstdint>
+#include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <vector>
@@ -178,6 +186,75 @@ TEST(PluginRegistry, EntryThatIsNotAnAliasIsRejected) {
             "KVQ_DEFINE_BACKEND)");
 }
 
+// Whether the page holding `address` lies wholly inside executable segments of the object that
+// holds it, with nothing else there (program headers, symbol tables) that a loader reads.
+bool page_holds_only_code(const void* address, uintptr_t page_size) {
+  struct Query {
+    uintptr_t page;
+    uintptr_t size;
+    bool code = false;   // an executable segment covers the page
+    bool other = false;  // something else shares it
+  } query{reinterpret_cast<uintptr_t>(address) & ~(page_size - 1), page_size};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        auto* q = static_cast<Query*>(data);
+        for (int i = 0; i < info->dlpi_phnum; ++i) {
+          const ElfW(Phdr)& ph = info->dlpi_phdr[i];
+          if (ph.p_type != PT_LOAD) continue;
+          const uintptr_t begin = info->dlpi_addr + ph.p_vaddr, end = begin + ph.p_memsz;
+          if (end <= q->page || begin >= q->page + q->size) continue;
+          if ((ph.p_flags & PF_X) && begin <= q->page && end >= q->page + q->size) {
+            q->code = true;
+          } else {
+            q->other = true;
+          }
+        }
+        return 0;
+      },
+      &query);
+  return query.code && !query.other;
+}
+
+// The loader tells a plain function exported as kvq_backend_entry from an alias by the symbol
+// (its type, size and segment), never by reading the function's code as a pointer: that read is
+// undefined behaviour (UBSan: reference binding to misaligned address). Here the function's
+// page is made unreadable first, so a loader that reads it dies of SIGSEGV. In a child process,
+// which an alarm ends should it hang.
+TEST(PluginRegistryDeathTest, EntryThatIsNotAnAliasIsRefusedWithoutReadingItsCode) {
+  const fs::path file = fixture("plain_entry", "libkvq_fixture_plain_entry.so");
+  void* handle = dlopen(file.c_str(), RTLD_LAZY | RTLD_LOCAL);
+  ASSERT_NE(handle, nullptr) << dlerror();
+  void* code = dlsym(handle, "kvq_backend_entry");
+  ASSERT_NE(code, nullptr) << dlerror();
+  const auto page_size = static_cast<uintptr_t>(sysconf(_SC_PAGESIZE));
+  if (!page_holds_only_code(code, page_size)) {
+    GTEST_SKIP() << file << " was linked without a code segment of its own (-z separate-code): "
+                 << "its kvq_backend_entry shares a page with data the loader must read";
+  }
+  void* page = reinterpret_cast<void*>(reinterpret_cast<uintptr_t>(code) & ~(page_size - 1));
+  EXPECT_EXIT(
+      {
+        alarm(20);
+        if (mprotect(page, page_size, PROT_NONE) != 0) {
+          std::fprintf(stderr, "mprotect: %s\n", std::strerror(errno));
+          std::_Exit(2);
+        }
+        Registry r;
+        r.scan({file});
+        const std::string want =
+            "kvq_backend_entry is not a Boost.DLL alias into this library (export it with "
+            "KVQ_DEFINE_BACKEND)";
+        if (!r.plugins().empty() || r.failures().size() != 1 || r.failures()[0].reason != want) {
+          std::fprintf(stderr, "plugins: %zu, failures: %zu, first: %s\n", r.plugins().size(),
+                       r.failures().size(),
+                       r.failures().empty() ? "none" : r.failures()[0].reason.c_str());
+          std::_Exit(1);
+        }
+        std::_Exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST(PluginRegistry, EntryAliasOfDataIsRejectedWithoutACall) {
   const fs::path file = fixture("entry_data", "libkvq_fixture_entry_data.so");
   const Registry r = scanned({file});
@@ -289,6 +366,45 @@ TEST(PluginRegistry, FileNamedJustLibkvqSoIsNotScanned) {
       << r.failures().front().file << ": " << r.failures().front().reason;
   ASSERT_EQ(r.plugins().size(), 1u);
   EXPECT_EQ(r.plugins()[0].name, "fixture_good");
+}
+
+// A FIFO named like a plugin, in a scanned folder or named itself, is reported and never opened:
+// dlopen of a FIFO waits for a writer, for ever. In a child process, which an alarm ends should
+// the scan hang.
+TEST(PluginRegistryDeathTest, FifoNamedLikeAPluginIsReportedNotOpened) {
+  const fs::path dir =
+      fs::temp_directory_path() / ("kvq-registry-fifo-" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  const fs::path fifo = dir / "libkvq_x.so";
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0644), 0) << std::strerror(errno);
+  // Through a link too: what the link leads to counts.
+  fs::create_symlink(fifo, dir / "libkvq_link.so");
+  EXPECT_EXIT(
+      {
+        alarm(20);
+        const std::string want = "not a regular file (a FIFO): expected a shared library";
+        int status = 0;
+        const auto expect = [&](const std::vector<fs::path>& scan, const fs::path& file) {
+          Registry r;
+          r.scan(scan);
+          if (r.plugins().empty() && r.failures().size() == 1 && r.failures()[0].file == file &&
+              r.failures()[0].reason == want) {
+            return;
+          }
+          std::fprintf(stderr, "scan of %s: %zu plugins, %zu failures, first: %s: %s\n",
+                       scan.front().c_str(), r.plugins().size(), r.failures().size(),
+                       r.failures().empty() ? "none" : r.failures()[0].file.c_str(),
+                       r.failures().empty() ? "" : r.failures()[0].reason.c_str());
+          status = 1;
+        };
+        expect({fifo}, fifo);
+        expect({dir / "libkvq_link.so"}, dir / "libkvq_link.so");
+        // The folder: the link and the FIFO are one file, reported once, under the first name.
+        expect({dir}, dir / "libkvq_link.so");
+        std::_Exit(status);
+      },
+      ::testing::ExitedWithCode(0), "");
+  fs::remove_all(dir);
 }
 
 TEST(PluginRegistry, SameFileThroughAnotherPathLoadsOnce) {

@@ -104,7 +104,8 @@ KVQ_API std::vector<uint8_t> serialize_safetensors(
     const std::map<std::string, std::string>& metadata = {});
 
 // serialize_safetensors + write_file_atomically to `file` (file_io.h: whole or not at all, an
-// existing `file` untouched on failure; throws kvq::Error io naming the file and the reason).
+// existing `file` untouched on failure; throws kvq::Error io naming the file and the reason, or
+// invalid_argument for an existing `file` that is not a regular file).
 KVQ_API void save_safetensors(const std::filesystem::path& file,
                               const std::vector<NamedTensor>& tensors,
                               const std::map<std::string, std::string>& metadata = {});
