@@ -29,10 +29,15 @@ uint16_t bf16_from_bits(uint64_t r) {
 
 }  // namespace
 
+int64_t padding_tokens(int64_t tokens) {
+  // tokens = 100 q + r: floor(tokens * p / 100) = q p + floor(r p / 100), and q p <= tokens.
+  return tokens / 100 * kPaddingPercent + tokens % 100 * kPaddingPercent / 100;
+}
+
 SlotPlan make_slot_plan(int64_t tokens, int64_t block_size, uint64_t seed) {
   SplitMix64 rng{seed};
   SlotPlan plan;
-  const int64_t padding = tokens * kPaddingPercent / 100;
+  const int64_t padding = padding_tokens(tokens);
   plan.valid_tokens = tokens - padding;
   plan.num_blocks = std::max<int64_t>(1, (plan.valid_tokens + block_size - 1) / block_size);
 

@@ -15,7 +15,10 @@ struct SlotPlan {
   int64_t num_blocks = 0;      // pages the valid tokens fill (at least 1)
 };
 
-// floor(tokens * 5%) padding slots at random positions; the valid tokens fill pages in order
+// floor(tokens * kPaddingPercent / 100) for any tokens >= 0, without the product overflowing.
+int64_t padding_tokens(int64_t tokens);
+
+// padding_tokens(tokens) padding slots at random positions; the valid tokens fill pages in order
 // (token i of the batch goes to offset i % block_size), the pages in a random permutation of
 // [0, num_blocks). Deterministic for a seed.
 SlotPlan make_slot_plan(int64_t tokens, int64_t block_size, uint64_t seed);

@@ -213,10 +213,23 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   row.packed_row_bytes = layout.groups() * (layout.data_bytes_per_group() + 1);
 
   const auto T = c.tokens, H = c.num_kv_heads, D = c.head_size;
-  const auto elements = static_cast<uint64_t>(T * H * D);
-  const uint64_t row_set_bytes = elements * 2;  // bf16
-  const uint64_t slot_set_bytes = static_cast<uint64_t>(T) * 8;
   const uint64_t cache_set_bytes = layout.cache_bytes();
+  // The largest set, the reader's (T x H x D f32 twice, T slots, the pages), in at most 2^62
+  // bytes: then no size below (a set, sets x a set) passes 64 bits.
+  uint64_t elements = 0, slot_set_bytes = 0, read_set_bytes = 0;
+  const auto u = [](int64_t v) { return static_cast<uint64_t>(v); };
+  if (__builtin_mul_overflow(u(T), u(H), &elements) ||
+      __builtin_mul_overflow(elements, u(D), &elements) ||
+      __builtin_mul_overflow(u(T), uint64_t{8}, &slot_set_bytes) ||
+      __builtin_mul_overflow(elements, uint64_t{8}, &read_set_bytes) ||
+      __builtin_add_overflow(read_set_bytes, slot_set_bytes, &read_set_bytes) ||
+      __builtin_add_overflow(read_set_bytes, cache_set_bytes, &read_set_bytes) ||
+      read_set_bytes > (uint64_t{1} << 62)) {
+    throw Error(ErrorCode::runtime,
+                fmt::format("T={} H={} D={}: its inputs, slots and pages need more than 2^62 bytes",
+                            T, H, D));
+  }
+  const uint64_t row_set_bytes = elements * 2;  // bf16
   const int64_t sets = sets_for(2 * row_set_bytes + slot_set_bytes + cache_set_bytes,
                                 settings_.rotation_bytes, settings_.max_sets);
 

@@ -31,7 +31,8 @@ std::optional<float> recorded_scale(const SafetensorsFile& f, const char* key) {
   // The writer's own rule, checked here so that a bad recorded scale names this file and not the
   // one a read takes its slots from (load_cache_file has matched the config's format, nvfp4).
   if (text.empty() || end != text.c_str() + text.size() || !nvfp4_scale_usable(value)) {
-    bad(fmt::format("{}: __metadata__ {} = '{}': {}", f.source(), key, text, kNvfp4ScaleRule));
+    bad(fmt::format("{}: __metadata__ {} = '{}': {}", f.source(), key, message_text(text),
+                    kNvfp4ScaleRule));
   }
   return value;
 }
@@ -57,7 +58,7 @@ CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& l
       bad(
           fmt::format("{}: the cache's layout differs from {}: {} is {} in the cache, {} in the "
                       "config",
-                      f.source(), config, key, it->second, want));
+                      f.source(), config, key, message_text(it->second), want));
     }
   }
   const SafetensorsTensor& t = f.at(kCacheTensor);

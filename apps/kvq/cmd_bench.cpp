@@ -133,7 +133,9 @@ int run_bench(const BenchFlags& f) {
 
   bench::PlanRequest request;
   if (!f.shapes.empty()) request.shapes = bench::parse_shapes(f.shapes);
-  if (!f.tokens.empty()) request.tokens = bench::parse_positive_list(f.tokens, "--tokens");
+  if (!f.tokens.empty()) {
+    request.tokens = bench::parse_positive_list(f.tokens, "--tokens", bench::kMaxTokens);
+  }
 
   OpenedBackend opened =
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
@@ -231,8 +233,8 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's")
       ->check(kNonEmpty);
   sub->add_option("--tokens", f->tokens,
-                  "Token counts T,... (default 1,16,64,256,1024,4096,16384,65536; CPU: up to "
-                  "4096)")
+                  "Token counts T,... each at most 2147483647 = 2^31-1 (default 1,16,64,256,"
+                  "1024,4096,16384,65536; CPU: up to 4096)")
       ->check(kNonEmpty);
   sub->add_option("--iterations", f->iterations, "Timed runs per case (default 50)")
       ->check(CLI::Range(1, 1000000));

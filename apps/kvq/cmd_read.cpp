@@ -6,6 +6,9 @@
 #include <fmt/format.h>
 
 #include <iostream>
+#include <new>
+#include <stdexcept>
+#include <vector>
 
 #include "backend_call.h"
 #include "cache_file.h"
@@ -22,6 +25,36 @@ namespace {
 struct ReadFlags {
   std::string config, cache, slot_mapping, output, backend;
 };
+
+// The read's outputs, key and value F32 [T, H, D], zeroed. Throws kvq::Error (runtime), as
+// allocate_cache does for a cache, naming `slot_file` (its T) and their size when host memory
+// cannot hold them, or their size passes 2^63 - 1 bytes.
+struct Outputs {
+  std::vector<float> key, value;
+};
+Outputs allocate_outputs(int64_t T, int64_t H, int64_t D, const std::string& slot_file) {
+  int64_t elements = 0, each = 0, both = 0;
+  const bool sized = !__builtin_mul_overflow(T, H, &elements) &&
+                     !__builtin_mul_overflow(elements, D, &elements) &&
+                     !__builtin_mul_overflow(elements, int64_t{4}, &each) &&
+                     !__builtin_mul_overflow(each, int64_t{2}, &both);
+  if (sized) {
+    try {
+      Outputs out;
+      out.key.resize(static_cast<size_t>(elements));
+      out.value.resize(static_cast<size_t>(elements));
+      return out;
+    } catch (const std::bad_alloc&) {
+    } catch (const std::length_error&) {
+    }
+  }
+  throw Error(
+      ErrorCode::runtime,
+      fmt::format("{}: an output of {} (key and value F32 [{}, {}, {}]{}) does not fit in "
+                  "host memory",
+                  slot_file, sized ? fmt::format("{} bytes", both) : "more than 2^63-1 bytes", T, H,
+                  D, sized ? fmt::format(", {} bytes each", each) : ""));
+}
 
 int run_read(const ReadFlags& f) {
   auto [cfg, layout] = load_checked_config(f.config);
@@ -44,6 +77,8 @@ int run_read(const ReadFlags& f) {
       optional_scale(s, "k_scale").value_or(cache.k_scale.value_or(cfg.cache.k_scale));
   const float v_scale =
       optional_scale(s, "v_scale").value_or(cache.v_scale.value_or(cfg.cache.v_scale));
+  const int64_t T = slots.shape[0], H = cfg.cache.num_kv_heads, D = cfg.cache.head_size;
+  Outputs out = allocate_outputs(T, H, D, s.source());  // before a plugin is loaded
 
   OpenedBackend opened =
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
@@ -53,10 +88,8 @@ int run_read(const ReadFlags& f) {
       at_config_keys(cfg, [&] { return opened.backend.make_runtime(opened.options); }));
   check_same_device(opened.backend.info().name, "reader", reader->device(), staging.device());
 
-  const int64_t T = slots.shape[0], H = cfg.cache.num_kv_heads, D = cfg.cache.head_size;
-  std::vector<float> key(static_cast<size_t>(T * H * D)), value(key.size());
-  const TensorView host_key = make_view(key.data(), DType::f32, {T, H, D});
-  const TensorView host_value = make_view(value.data(), DType::f32, {T, H, D});
+  const TensorView host_key = make_view(out.key.data(), DType::f32, {T, H, D});
+  const TensorView host_value = make_view(out.value.data(), DType::f32, {T, H, D});
   ReadArgs args;
   args.cache = staging.upload(cache_view(*layout, cache.bytes.data()), "the cache");
   args.slot_mapping = staging.upload(slots.view(), "slot_mapping");

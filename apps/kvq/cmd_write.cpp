@@ -17,6 +17,7 @@
 #include "kvq/core/open_backend.h"
 #include "kvq/core/safetensors.h"
 #include "kvq/core/slot_mapping.h"
+#include "kvq/core/status.h"
 #include "tensor_staging.h"
 
 namespace kvq::app {
@@ -45,7 +46,7 @@ Inputs check_inputs(const SafetensorsFile& in, const Config& cfg, const std::str
       bad(
           fmt::format("{}: tensor '{}' is not an input of kvq write: expected key, value, "
                       "slot_mapping and optionally k_scale, v_scale",
-                      in.source(), t.name));
+                      in.source(), message_text(t.name)));
     }
   }
   const SafetensorsTensor& key = in.at("key");

@@ -137,6 +137,10 @@ TEST_F(BenchCli, BadValuesFailBeforeTimingAndTouchNothing) {
   refused("--tokens 1 --threads 4294967297",
           "--threads: expected a comma-separated list of integers in [1, 4096], found "
           "'4294967297' in '4294967297'");
+  // T past 2^31 - 1 (bench_plan.h, kMaxTokens), here one whose 5% padding overflowed 64 bits.
+  refused("--tokens 1,2000000000000000000 --threads 1 --shapes 1x64x16 --iterations 1",
+          "--tokens: expected a comma-separated list of integers in [1, 2147483647], found "
+          "'2000000000000000000' in '1,2000000000000000000'");
   refused("--tokens 1 --threads 1 --shapes 8x100",
           "--shapes: 8x100x16 (heads x head_size x block_size): head_size must be a multiple of 16 "
           "(one NVFP4 scale per 16 elements), found 100");
@@ -184,22 +188,23 @@ TEST_F(BenchCli, JsonAndPlotOnOneFileIsRefused) {
   EXPECT_FALSE(fs::exists(png));
 }
 
-// A case that fails (here a token count whose slot plan cannot be allocated: more bytes than any
-// address space) is reported in the table and the JSON, and the run exits 1, not 0: a script must
-// not take a sweep with holes for a whole one. ASAN_OPTIONS lets a sanitized build throw
-// bad_alloc as a plain one does.
+// A case that fails (here one whose cache, 2^58 + 2^55 bytes for one page of head_size 2^56, no
+// host can allocate) is reported in the table and the JSON, and the run exits 1, not 0: a script
+// must not take a sweep with holes for a whole one. The bench allocates its buffers through the
+// runtime, with a nothrow new that AddressSanitizer, told allocator_may_return_null=1, lets fail
+// with a null as a plain build does.
 TEST_F(BenchCli, AFailedCaseExitsOne) {
   const fs::path json = dir_ / "failed.json";
   const kvq::test::CliResult r =
       kvq("bench " + config_.string() +
-              " --shapes 1x64x16 --tokens 100000000000000000 --threads 1 --iterations 3 --json " +
+              " --shapes 1x72057594037927936x4 --tokens 1 --threads 1 --iterations 3 --json " +
               json.string(),
           "ASAN_OPTIONS=allocator_may_return_null=1 ");
   EXPECT_EQ(r.status, 1) << r.err;
   EXPECT_NE(r.err.find("\nkvq bench: 1 of 1 cases failed\n"), std::string::npos) << r.err;
   const auto doc = nlohmann::json::parse(slurp(json));
   ASSERT_EQ(doc["cases"].size(), 1u);
-  EXPECT_EQ(doc["cases"][0]["error"].get<std::string>().rfind("out of host memory for T=", 0), 0u)
+  EXPECT_EQ(doc["cases"][0]["error"].get<std::string>().rfind("allocating caches (", 0), 0u)
       << doc["cases"][0]["error"];
 }
 

@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <map>
+#include <new>
 #include <set>
 #include <string>
 
@@ -140,6 +142,17 @@ TEST(BenchData, SlotPlanPadsFivePercentAndShufflesPages) {
   }
   EXPECT_FALSE(std::is_sorted(page_order.begin(), page_order.end()));
   EXPECT_EQ(make_slot_plan(4096, 16, 1).slots, a.slots) << "deterministic for a seed";
+}
+
+// floor(T x 5%) for every T the bench may take and past it: T x 5 overflowed 64 bits from
+// T = 2^63 / 5 on (UBSan: signed integer overflow; a plain build got a negative padding).
+TEST(BenchData, PaddingIsFivePercentRoundedDownForAnyTokenCount) {
+  for (int64_t t : {0, 1, 19, 20, 99, 100, 101, 4096, 65536}) {
+    EXPECT_EQ(padding_tokens(t), t * 5 / 100) << t;
+  }
+  EXPECT_EQ(padding_tokens(kMaxTokens), 107374182);  // floor((2^31 - 1) / 20)
+  EXPECT_EQ(padding_tokens(2'000'000'000'000'000'000), 100'000'000'000'000'000);
+  EXPECT_EQ(padding_tokens(std::numeric_limits<int64_t>::max()), 461'168'601'842'738'790);
 }
 
 TEST(BenchData, RandomBf16IsNeverZeroNorNonFinite) {
@@ -444,6 +457,33 @@ TEST(BenchRunner, AFailingCaseIsReportedNotThrown) {
   EXPECT_FALSE(r.write);
   const std::string line = progress_line(2, 10, r, 1e12);
   EXPECT_EQ(line.rfind("[ 3/10] H=8 D=100 bs=16 T=16: FAILED: ", 0), 0u) << line;
+}
+
+// A case whose host inputs cannot be allocated (std::bad_alloc anywhere in it) says so, with its
+// shape, and the sweep goes on.
+TEST(BenchRunner, ACaseOutOfHostMemoryIsReported) {
+  Fakes f;
+  Target t = f.target();
+  t.make_writer = [](const BackendOptions&) -> std::shared_ptr<KVCacheWriter> {
+    throw std::bad_alloc();
+  };
+  CaseRunner runner(t, small_settings());
+  const CaseResult r = runner.run({8, 128, 16, 64, 0});
+  EXPECT_EQ(r.error, "out of host memory for T=64 H=8 D=128 (its inputs, slots and pages)");
+  EXPECT_FALSE(r.write);
+}
+
+// A case whose sizes pass 64 bits fails before any buffer is asked for: T x H x D = 2^62 rows of
+// f32 are 2^64 bytes, which wrapped to 0 and sized the reader's outputs as nothing. Its layout,
+// 4 pages of 2^60 + 2^57 bytes, fits.
+TEST(BenchRunner, ACaseTooLargeForSixtyFourBitSizesFailsBeforeAllocating) {
+  Fakes f;
+  CaseRunner runner(f.target(), small_settings());
+  f.runtime.fail_allocate = true;  // a buffer asked for fails the case with another message
+  const CaseResult r = runner.run({1, int64_t{1} << 58, 4, 16, 0});
+  EXPECT_EQ(r.error,
+            "T=16 H=1 D=288230376151711744: its inputs, slots and pages need more than 2^62 bytes");
+  EXPECT_FALSE(r.write);
 }
 
 TEST(BenchReport, JsonKeepsEveryNumber) {

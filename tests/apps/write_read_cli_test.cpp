@@ -498,6 +498,47 @@ TEST_F(WriteReadCli, ReadRefusesACacheOfAnotherLayout) {
                  path("far.safetensors") + ": slot_mapping[5] = 1000: expected < 384");
 }
 
+// Text from an input file reaches stderr escaped, so a message stays one line and the terminal
+// takes no escape sequence from it: a tensor name with a newline and an ANSI colour in it.
+TEST_F(WriteReadCli, WriteEscapesAForeignTensorNameInItsOneLineError) {
+  auto t = input_.tensors();
+  t.push_back({"x\n\x1b[31mkvq: forged", t[2].view});
+  save_safetensors(path("named.safetensors"), t);
+  const test::CliResult r = write("", "c.safetensors", "named.safetensors");
+  expect_failure(r, 2,
+                 path("named.safetensors") +
+                     ": tensor 'x\\n\\x1b[31mkvq: forged' is not an input of kvq write");
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("c.safetensors")));
+}
+
+// And so does a cache file's __metadata__: a layout field and a recorded scale.
+TEST_F(WriteReadCli, ReadEscapesCacheMetadataInItsOneLineError) {
+  ASSERT_EQ(write("").status, 0);
+  const auto good = SafetensorsFile::load(path("cache.safetensors"));
+  std::vector<uint8_t> bytes(good.at("kv_cache").bytes.begin(), good.at("kv_cache").bytes.end());
+  const auto with = [&](const char* key, const char* value, const std::string& name) {
+    auto m = good.metadata();
+    m[key] = value;
+    save_safetensors(path(name),
+                     {{"kv_cache", make_view(bytes.data(), DType::u8, {kBlocks, kPage})}}, m);
+  };
+  with("order", "HND\n\x1b[2Jkvq: forged", "order.safetensors");
+  test::CliResult r = read("order.safetensors");
+  expect_failure(r, 2,
+                 path("order.safetensors") + ": the cache's layout differs from " +
+                     config_.string() +
+                     ": order is HND\\n\\x1b[2Jkvq: forged in the cache, HND in the config");
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  with("k_scale", "1\r\x1b[1Akvq: forged", "scale.safetensors");
+  r = read("scale.safetensors");
+  expect_failure(r, 2,
+                 path("scale.safetensors") +
+                     ": __metadata__ k_scale = '1\\r\\x1b[1Akvq: forged': " + kNvfp4ScaleRule);
+  EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
+  EXPECT_FALSE(fs::exists(path("out.safetensors")));
+}
+
 // Cache files made by hand with kvq's metadata but something wrong elsewhere: each refused with
 // exit 2 naming the file, before any backend reads a byte of it.
 TEST_F(WriteReadCli, ReadRefusesHandMadeCacheFilesNamingTheFault) {
@@ -697,6 +738,7 @@ TEST_F(WriteReadCli, AnInPlaceWriteWithBadSlotsLeavesTheCacheAsItWas) {
 }
 
 TEST_F(WriteReadCli, ACacheLargerThanMemoryIsRefusedWithItsSize) {
+  KVQ_SKIP_UNDER_ASAN("the cache's std::bad_alloc is an abort there");
   std::string big = kConfig;
   big.replace(big.find("num_blocks: 24"), 14, "num_blocks: 100000000000");
   std::ofstream(path("big.yaml")) << big;
@@ -710,6 +752,7 @@ TEST_F(WriteReadCli, ACacheLargerThanMemoryIsRefusedWithItsSize) {
 // A file that is not safetensors is refused from its first 8 bytes, whatever its size: here 64 GiB
 // (sparse) under a 4 GB address-space limit, which reading it first would not survive.
 TEST_F(WriteReadCli, AHugeFileThatIsNotSafetensorsIsRefusedFromItsHeader) {
+  KVQ_SKIP_UNDER_ASAN("kvq cannot start under ulimit -v");
   const fs::path big = dir_ / "big.safetensors";
   std::ofstream(big) << "XXXXXXXX";
   std::error_code ec;
@@ -719,6 +762,41 @@ TEST_F(WriteReadCli, AHugeFileThatIsNotSafetensorsIsRefusedFromItsHeader) {
                                     " --output " + path("c.safetensors"),
                                 "ulimit -v 4000000; ");
   expect_failure(r, 2, big.string() + ": header length 6365935209750747224 exceeds the limit of ");
+}
+
+// kvq read's outputs, key and value F32 [T, H, D], are sized from the slot-mapping file: 65536
+// padding slots x 65536 heads x head_size 16 need 256 GiB each. Refused like a cache that does
+// not fit (exit 1, the size given), here under a 4 GB address-space limit so that no machine
+// tries to fill them, naming the slot-mapping file; no output file.
+TEST_F(WriteReadCli, ReadOutputsLargerThanMemoryAreRefusedWithTheirSize) {
+  KVQ_SKIP_UNDER_ASAN("the outputs' std::bad_alloc is an abort there, and ulimit -v stops kvq");
+  std::string wide = kConfig;
+  wide.replace(wide.find("num_blocks: 24"), 14, "num_blocks: 1");
+  wide.replace(wide.find("block_size: 16"), 14, "block_size: 1");
+  wide.replace(wide.find("num_kv_heads: 2"), 15, "num_kv_heads: 65536");
+  wide.replace(wide.find("head_size: 128"), 14, "head_size: 16");
+  wide.replace(wide.find("v_scales: sm100_swizzled"), 24, "v_scales: linear");
+  std::ofstream(path("wide.yaml")) << wide;
+  // A cache of that layout: kvq write with one padding token.
+  std::vector<uint16_t> row(65536 * 16, 0x3F80);  // bf16 1.0
+  int64_t pad = -1;
+  save_safetensors(path("one.safetensors"),
+                   {{"key", make_view(row.data(), DType::bf16, {1, 65536, 16})},
+                    {"value", make_view(row.data(), DType::bf16, {1, 65536, 16})},
+                    {"slot_mapping", make_view(&pad, DType::i64, {1})}});
+  ASSERT_EQ(write_with(path("wide.yaml"), "", "wide.safetensors", "one.safetensors").status, 0);
+  std::vector<int64_t> slots(65536, -1);
+  save_safetensors(path("many.safetensors"),
+                   {{"slot_mapping", make_view(slots.data(), DType::i64, {65536})}});
+  const test::CliResult r = kvq(
+      "read " + path("wide.yaml") + " --cache " + path("wide.safetensors") + " --slot-mapping " +
+          path("many.safetensors") + " --output " + path("out.safetensors"),
+      "ulimit -v 4000000; ");
+  expect_failure(r, 1,
+                 path("many.safetensors") +
+                     ": an output of 549755813888 bytes (key and value F32 [65536, 65536, 16], "
+                     "274877906944 bytes each) does not fit in host memory");
+  EXPECT_FALSE(fs::exists(path("out.safetensors")));
 }
 
 // The README's write and read commands on the file examples/make_kv.py makes (its default is
