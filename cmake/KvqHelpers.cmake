@@ -22,7 +22,7 @@ endfunction()
 
 # kvq_add_backend(NAME SOURCES... [LINK libs...])
 # A backend plugin: a MODULE library in lib/kvq/plugins, hidden visibility, exporting only the
-# kvq_backend_entry alias, found next to the binaries at run time (RPATH $ORIGIN/../..).
+# kvq_backend_entry alias, found beside libkvq_core at run time (RPATH $ORIGIN/../..).
 function(kvq_add_backend name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LINK" ${ARGN})
   set(target kvq_backend_${name})

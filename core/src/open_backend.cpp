@@ -1,5 +1,7 @@
 #include "kvq/core/open_backend.h"
 
+#include <fmt/format.h>
+
 #include <filesystem>
 #include <system_error>
 
@@ -19,7 +21,8 @@ void check_plugin_paths(const Config& cfg) {
 namespace {
 
 // The config's backend: a name no plugin has, or more than one has, is an error in the config and
-// names its FILE:LINE:COL; one that is found but unavailable here (no GPU) is a runtime failure.
+// names its FILE:LINE:COL; one that is found but unavailable here (no GPU) keeps its own code
+// (unavailable) and message.
 Backend select_configured(const Registry& registry, const Config& cfg) {
   try {
     return registry.select(cfg.backend);
@@ -40,7 +43,13 @@ OpenedBackend open_backend(const Config& cfg, const std::optional<std::string>& 
   BackendOptions options;
   options.cache = cfg.cache;
   options.threads = cfg.threads;
-  if (cfg.device != "auto") options.device = parse_device(cfg.device);
+  if (cfg.device != "auto") {
+    // load_config refuses a bad word; a Config built in code may still hold one.
+    options.device = parse_device(cfg.device);
+    if (!options.device) {
+      cfg.fail_at("device", fmt::format("expected auto, cpu or cuda:N, found '{}'", cfg.device));
+    }
+  }
   return OpenedBackend{std::move(registry), std::move(backend), std::move(options)};
 }
 

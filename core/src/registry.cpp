@@ -86,17 +86,30 @@ std::shared_ptr<DeviceRuntime> Backend::make_runtime(const BackendOptions& optio
 
 // ---- where plugins are searched -----------------------------------------------------------------
 
-fs::path Registry::installed_plugin_dir() {
-  // From this library's own file, not the executable's: an engine that links kvq (a Python
-  // process, a server binary) lives elsewhere, while libkvq_core and the plugins are installed
-  // together. For kvq's own programs it is the same folder (<prefix>/bin/../lib/kvq/plugins).
+namespace {
+
+// From this library's own file, not the executable's: an engine that links kvq (a Python process,
+// a server binary) lives elsewhere, while libkvq_core and the plugins are installed together. For
+// kvq's own programs it is the same folder (<prefix>/bin/../lib/kvq/plugins). Links are resolved
+// (a libkvq_core.so.0 linked into /usr/local/lib finds the plugins beside the real file), and it
+// is computed once, as the library loads: a relative LD_LIBRARY_PATH must not be taken relative
+// to a folder the program changed to later.
+fs::path plugin_dir_beside_this_library() {
   boost::dll::fs::error_code ec;
   const fs::path self = boost::dll::this_line_location(ec);
   if (ec || self.empty()) return {};
   std::error_code ec2;
-  const fs::path lib = fs::absolute(self, ec2);
+  const fs::path lib = fs::weakly_canonical(fs::absolute(self, ec2), ec2);
   if (ec2) return {};
-  return (lib.parent_path() / "kvq" / "plugins").lexically_normal();
+  return lib.parent_path() / "kvq" / "plugins";
+}
+
+const fs::path kInstalledPluginDir = plugin_dir_beside_this_library();
+
+}  // namespace
+
+fs::path Registry::installed_plugin_dir() {
+  return kInstalledPluginDir;
 }
 
 std::vector<fs::path> Registry::search_path(const std::vector<std::string>& plugin_paths,

@@ -237,5 +237,22 @@ TEST(OpenBackend, CarriesTheConfigsThreadsDeviceAndCache) {
   EXPECT_EQ(opened.options.cache.head_size, 64);
 }
 
+// A Config changed in code after loading: a device word that is not one is an error at the key,
+// not a silent fallback to the backend's default device.
+TEST(OpenBackend, RefusesADeviceWordItCannotParse) {
+  Config cfg = parse_config(
+      "backend: reference_cpu\ndevice: cpu\n"
+      "cache: {format: nvfp4, num_blocks: 6, block_size: 8, num_kv_heads: 4, head_size: 64}\n");
+  cfg.device = "cuda";
+  try {
+    (void)open_backend(cfg);
+    FAIL() << "open_backend accepted device 'cuda'";
+  } catch (const ConfigError& e) {
+    EXPECT_NE(std::string(e.what()).find("device: expected auto, cpu or cuda:N, found 'cuda'"),
+              std::string::npos)
+        << e.what();
+  }
+}
+
 }  // namespace
 }  // namespace kvq::demo

@@ -475,8 +475,8 @@ TEST(PluginRegistry, SearchPathOrderIsConfigThenEnvironmentThenInstalled) {
   const auto path = Registry::search_path({"plugins", "/abs/plugins"}, "/etc/kvq");
   unsetenv("KVQ_PLUGIN_PATH");
   std::vector<fs::path> expected{"/etc/kvq/plugins", "/abs/plugins", "/env/one", "relative/two"};
-  // This test binary lives in <build>/bin, so the installed folder is <build>/lib/kvq/plugins
-  // (searched only when it exists, i.e. when some backend has been built).
+  // This test links <build>/lib/libkvq_core.so, so the installed folder is
+  // <build>/lib/kvq/plugins (searched only when it exists, i.e. when some backend has been built).
   const char* build = std::getenv("KVQ_BUILD_DIR");
   ASSERT_NE(build, nullptr);
   const fs::path installed = fs::path(build) / "lib" / "kvq" / "plugins";

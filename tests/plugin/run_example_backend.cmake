@@ -4,8 +4,8 @@
 #   3. run the installed `kvq backends` with KVQ_PLUGIN_PATH at the installed plugin and check
 #      that example_nvfp4 is listed and available, and that the installed kvq found its own
 #      reference_cpu beside libkvq_core (<prefix>/lib/kvq/plugins);
-#   4. run a copy of kvq from another folder, linking the installed libkvq_core (as an engine
-#      embedding kvq does): it finds the same plugins, from the library's location.
+#   4. run a copy of kvq from another folder whose lib/ links to the installed libkvq_core (as an
+#      engine embedding kvq does): it finds the same plugins, beside the library's real file.
 # Inputs (-D): KVQ_BUILD_DIR, KVQ_SOURCE_DIR, WORK_DIR, GENERATOR, CXX_COMPILER, BUILD_TYPE.
 cmake_minimum_required(VERSION 3.25)
 
@@ -41,8 +41,10 @@ if(run_out MATCHES "not found")
   message(FATAL_ERROR "${plugin} has unresolved libraries:\n${run_out}")
 endif()
 
-run("kvq backends" ${CMAKE_COMMAND} -E env KVQ_PLUGIN_PATH=${plugin_prefix}/lib/kvq/plugins
-    ${kvq_prefix}/bin/kvq backends)
+# LD_LIBRARY_PATH unset: the GPU scripts export it at the build's lib/, whose libkvq_core would
+# then be the one loaded, finding the build's plugins instead of the install's.
+run("kvq backends" ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
+    KVQ_PLUGIN_PATH=${plugin_prefix}/lib/kvq/plugins ${kvq_prefix}/bin/kvq backends)
 string(REGEX MATCH "\nexample_nvfp4 [^\n]*" row "\n${run_out}")
 if(NOT row MATCHES " 1\\.0\\.0 +available \\(single-threaded CPU example\\) +nvfp4 +HND,NHD x linear,sm100_swizzled +")
   message(FATAL_ERROR "kvq backends: expected an available example_nvfp4 1.0.0 row, got:\n${run_out}")
@@ -57,10 +59,18 @@ if(NOT own MATCHES " available .*${kvq_prefix}/lib/kvq/plugins/libkvq_reference_
 endif()
 message(STATUS "kvq backends lists the example:${row}")
 
-set(elsewhere ${WORK_DIR}/engine/bin)
-file(COPY ${kvq_prefix}/bin/kvq DESTINATION ${elsewhere})
-run("kvq backends from elsewhere" ${CMAKE_COMMAND} -E env LD_LIBRARY_PATH=${kvq_prefix}/lib
-    ${elsewhere}/kvq backends)
+# The engine's own lib/ holds links to the installed libraries (as a distribution links them
+# into /usr/lib): kvq's RUNPATH $ORIGIN/../lib loads libkvq_core through a link, and the plugins
+# are found beside its real file.
+set(elsewhere ${WORK_DIR}/engine)
+file(COPY ${kvq_prefix}/bin/kvq DESTINATION ${elsewhere}/bin)
+file(MAKE_DIRECTORY ${elsewhere}/lib)
+file(GLOB installed_libs RELATIVE ${kvq_prefix}/lib ${kvq_prefix}/lib/libkvq_*.so*)
+foreach(lib ${installed_libs})
+  file(CREATE_LINK ${kvq_prefix}/lib/${lib} ${elsewhere}/lib/${lib} SYMBOLIC)
+endforeach()
+run("kvq backends from elsewhere" ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH
+    --unset=KVQ_PLUGIN_PATH ${elsewhere}/bin/kvq backends)
 string(REGEX MATCH "\nreference_cpu [^\n]*" own "\n${run_out}")
 if(NOT own MATCHES " available .*${kvq_prefix}/lib/kvq/plugins/libkvq_reference_cpu\\.so$")
   message(FATAL_ERROR "a kvq program outside the install: expected reference_cpu from "

@@ -47,12 +47,18 @@ CommandResult run_command(const std::string& command) {
   return r;
 }
 
-LogCapture::LogCapture() : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_)) {
+// At info whatever KVQ_LOG_LEVEL says, so that the captured text does not depend on the caller's
+// environment; the level goes back afterwards.
+LogCapture::LogCapture()
+    : sink_(std::make_shared<spdlog::sinks::ostream_sink_mt>(stream_)),
+      level_(kvq::logger().level()) {
   sink_->set_pattern("[%l] %v");
   kvq::logger().sinks().push_back(sink_);
+  kvq::logger().set_level(spdlog::level::info);
 }
 
 LogCapture::~LogCapture() {
+  kvq::logger().set_level(level_);
   auto& sinks = kvq::logger().sinks();
   sinks.erase(std::remove(sinks.begin(), sinks.end(), sink_), sinks.end());
 }

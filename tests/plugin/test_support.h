@@ -24,7 +24,8 @@ struct CommandResult {
 // decide what is found) and captures both streams.
 CommandResult run_command(const std::string& command);
 
-// Copies kvq::logger()'s output (at info and above) into a string while alive.
+// Copies kvq::logger()'s output (at info and above, whatever KVQ_LOG_LEVEL says) into a string
+// while alive.
 class LogCapture {
  public:
   LogCapture();
@@ -36,6 +37,7 @@ class LogCapture {
  private:
   std::ostringstream stream_;
   std::shared_ptr<spdlog::sinks::ostream_sink_mt> sink_;
+  spdlog::level::level_enum level_;
 };
 
 }  // namespace kvq::test

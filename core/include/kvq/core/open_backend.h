@@ -17,9 +17,11 @@ struct OpenedBackend {
 };
 
 // Scans the config's plugin_paths (check_plugin_paths first), KVQ_PLUGIN_PATH and the installed
-// folder, then selects `name_override` (a --backend flag) or the config's backend. Throws
-// kvq::Error: not_found when no plugin has that name (listing the ones found and the files that
-// failed to load), unavailable with the probe's reason.
+// folder, then selects `name_override` (a --backend flag) or the config's backend, and fills the
+// options from the config. Throws kvq::ConfigError at the key's FILE:LINE:COL for a plugin_paths
+// entry that does not exist, a config backend no plugin has (listing the ones found and the
+// files that failed to load) and a device word that is not one; kvq::Error not_found for a
+// `name_override` no plugin has; unavailable with the probe's reason.
 KVQ_API OpenedBackend open_backend(const Config& cfg,
                                    const std::optional<std::string>& name_override = {});
 

@@ -1,6 +1,6 @@
 #pragma once
 // Finds, loads and selects backend plugins (Boost.DLL). Search order: the config's plugin_paths,
-// then KVQ_PLUGIN_PATH (colon separated), then lib/kvq/plugins next to the running executable.
+// then KVQ_PLUGIN_PATH (colon separated), then kvq/plugins beside libkvq_core (lib/kvq/plugins).
 // A library is loaded once per process and never unloaded (unloading one that registered CUDA
 // kernels crashes); writers and readers it made hold a reference to it anyway.
 #include <filesystem>
@@ -55,8 +55,9 @@ class KVQ_API Registry {
   static std::vector<std::filesystem::path> search_path(
       const std::vector<std::string>& plugin_paths, const std::filesystem::path& base_dir = {});
 
-  // kvq/plugins beside libkvq_core itself (<libdir>/kvq/plugins of a build or an install, wherever
-  // it was moved; for kvq's own programs bin/../lib/kvq/plugins). Empty if that file is unknown.
+  // kvq/plugins beside libkvq_core's real file, links resolved, as found when the library loaded
+  // (<libdir>/kvq/plugins of a build or an install, wherever it was moved; for kvq's own programs
+  // bin/../lib/kvq/plugins). Empty if that file is unknown.
   static std::filesystem::path installed_plugin_dir();
 
   // Loads every libkvq_*.so in the folders (and files named directly). Failures are recorded, not
