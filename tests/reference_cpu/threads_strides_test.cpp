@@ -69,6 +69,50 @@ TEST(Threads, OutputIsIdenticalForAnyThreadCount) {
   EXPECT_EQ(three.threads(), 3);
 }
 
+// kv_cache.h: write() may be called from several threads at once on one writer. Four callers
+// write a quarter of the tokens each (disjoint slots) into one cache, at the same time, several
+// times over: the bytes are those of one write of them all.
+TEST(Threads, OneWriterCalledFromSeveralThreadsAtOnce) {
+  Inputs in;
+  test::Rows k(DType::bf16, in.key), v(DType::bf16, in.value);
+  WriteArgs all;
+  all.key = k.view(kTokens, kHeads, kHeadSize);
+  all.value = v.view(kTokens, kHeads, kHeadSize);
+  all.slot_mapping = make_view(in.slots.data(), DType::i64, {kTokens});
+  const auto want = write(all, 1);
+
+  reference_cpu::ReferenceWriter writer(test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize,
+                                                          "HND", "linear", "sm100_swizzled", 2));
+  constexpr int kCallers = 4;
+  constexpr int64_t kChunk = kTokens / kCallers;
+  static_assert(kTokens % kCallers == 0);
+  const int64_t row_bytes = kHeads * kHeadSize * 2;  // bf16
+  for (int round = 0; round < 8; ++round) {
+    test::GuardedCache cache(writer.layout().cache_bytes(), 0x3C);
+    const TensorView cache_view =
+        cache.view(kBlocks, static_cast<int64_t>(writer.layout().page_bytes()));
+    Status status[kCallers];
+    std::vector<std::thread> callers;
+    for (int c = 0; c < kCallers; ++c) {
+      callers.emplace_back([&, c] {
+        const int64_t first = c * kChunk;  // tokens [first, first + kChunk)
+        WriteArgs a;
+        a.key =
+            make_view(k.bytes.data() + first * row_bytes, DType::bf16, {kChunk, kHeads, kHeadSize});
+        a.value =
+            make_view(v.bytes.data() + first * row_bytes, DType::bf16, {kChunk, kHeads, kHeadSize});
+        a.slot_mapping = make_view(in.slots.data() + first, DType::i64, {kChunk});
+        a.cache = cache_view;
+        status[c] = writer.write(a);
+      });
+    }
+    for (auto& t : callers) t.join();
+    for (const Status& s : status) ASSERT_TRUE(s.is_ok()) << s.message();
+    EXPECT_EQ(cache.guard_damage(), "") << "round " << round;
+    ASSERT_TRUE(cache.contents() == want) << "round " << round;
+  }
+}
+
 TEST(Strides, FusedQkvViewsAndTransposedHeadsGiveTheSameBytes) {
   Inputs in;
   test::Rows k(DType::bf16, in.key), v(DType::bf16, in.value);
