@@ -37,6 +37,15 @@ struct Inputs {
   }
 };
 
+// All of `in` as one write's inputs, contiguous (the cache left to the caller).
+WriteArgs every_token(Inputs& in, test::Rows& k, test::Rows& v) {
+  WriteArgs a;
+  a.key = k.view(kTokens, kHeads, kHeadSize);
+  a.value = v.view(kTokens, kHeads, kHeadSize);
+  a.slot_mapping = make_view(in.slots.data(), DType::i64, {kTokens});
+  return a;
+}
+
 // The cache's bytes after the write (it starts as 0x3C), checking that no write left the cache.
 std::vector<uint8_t> write(const WriteArgs& base, int32_t threads) {
   reference_cpu::ReferenceWriter writer(test::options_for(
@@ -53,10 +62,7 @@ std::vector<uint8_t> write(const WriteArgs& base, int32_t threads) {
 TEST(Threads, OutputIsIdenticalForAnyThreadCount) {
   Inputs in;
   test::Rows k(DType::bf16, in.key), v(DType::bf16, in.value);
-  WriteArgs a;
-  a.key = k.view(kTokens, kHeads, kHeadSize);
-  a.value = v.view(kTokens, kHeads, kHeadSize);
-  a.slot_mapping = make_view(in.slots.data(), DType::i64, {kTokens});
+  const WriteArgs a = every_token(in, k, v);
   const auto one = write(a, 1);
   for (int32_t threads : {2, 3, 7, 64, 0}) {
     EXPECT_TRUE(write(a, threads) == one) << threads << " threads";
@@ -75,10 +81,7 @@ TEST(Threads, OutputIsIdenticalForAnyThreadCount) {
 TEST(Threads, OneWriterCalledFromSeveralThreadsAtOnce) {
   Inputs in;
   test::Rows k(DType::bf16, in.key), v(DType::bf16, in.value);
-  WriteArgs all;
-  all.key = k.view(kTokens, kHeads, kHeadSize);
-  all.value = v.view(kTokens, kHeads, kHeadSize);
-  all.slot_mapping = make_view(in.slots.data(), DType::i64, {kTokens});
+  const WriteArgs all = every_token(in, k, v);
   const auto want = write(all, 1);
 
   reference_cpu::ReferenceWriter writer(test::options_for(kBlocks, kBlockSize, kHeads, kHeadSize,
@@ -116,10 +119,7 @@ TEST(Threads, OneWriterCalledFromSeveralThreadsAtOnce) {
 TEST(Strides, FusedQkvViewsAndTransposedHeadsGiveTheSameBytes) {
   Inputs in;
   test::Rows k(DType::bf16, in.key), v(DType::bf16, in.value);
-  WriteArgs contiguous;
-  contiguous.key = k.view(kTokens, kHeads, kHeadSize);
-  contiguous.value = v.view(kTokens, kHeads, kHeadSize);
-  contiguous.slot_mapping = make_view(in.slots.data(), DType::i64, {kTokens});
+  const WriteArgs contiguous = every_token(in, k, v);
   const auto expected = write(contiguous, 2);
 
   // A fused QKV projection output [T, (Hq + 2 H) * D] with Hq = 4 query heads: K and V are views.
