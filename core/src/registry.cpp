@@ -99,7 +99,9 @@ fs::path plugin_dir_beside_this_library() {
   const fs::path self = boost::dll::this_line_location(ec);
   if (ec || self.empty()) return {};
   std::error_code ec2;
-  const fs::path lib = fs::weakly_canonical(fs::absolute(self, ec2), ec2);
+  const fs::path absolute = fs::absolute(self, ec2);
+  if (ec2) return {};
+  const fs::path lib = fs::weakly_canonical(absolute, ec2);
   if (ec2) return {};
   return lib.parent_path() / "kvq" / "plugins";
 }
