@@ -10,6 +10,7 @@
 #include <cstring>
 #include <numeric>
 
+#include "guard_bands.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "kvq/reference_cpu/reference_writer.h"
 #include "probe.h"
@@ -491,33 +492,10 @@ std::string download_bytes(const DeviceBuffer& buffer, size_t offset, size_t byt
 }
 
 // "" when the guards `front` and `back` (device bytes, downloaded) hold what d put there, else
-// how many bytes changed in each and where, as cache byte positions (negative: before the cache)
-// and pages of d.page_bytes.
+// what changed (guard_band_changes).
 std::string guard_report(const DeviceCase& d, const uint8_t* front, const uint8_t* back) {
-  const auto where = [&](int64_t pos) {
-    const auto pb = static_cast<int64_t>(std::max<size_t>(d.page_bytes, 1));
-    const int64_t page = pos >= 0 ? pos / pb : -((-pos + pb - 1) / pb);
-    return fmt::format("cache byte {} (page {}, offset {})", pos, page, pos - page * pb);
-  };
-  std::string out;
-  const auto check = [&](const char* name, const std::vector<uint8_t>& want, const uint8_t* got,
-                         int64_t first_pos) {
-    size_t count = 0, first = 0, last = 0;
-    for (size_t i = 0; i < want.size(); ++i) {
-      if (got[i] == want[i]) continue;
-      if (count++ == 0) first = i;
-      last = i;
-    }
-    if (count == 0) return;
-    out += fmt::format(
-        "{}{} bytes of the guard band {} the cache changed, from {} (got {:#04x}, expected "
-        "{:#04x}) to {}",
-        out.empty() ? "" : "; ", count, name, where(first_pos + static_cast<int64_t>(first)),
-        got[first], want[first], where(first_pos + static_cast<int64_t>(last)));
-  };
-  check("before", d.front_guard, front, -static_cast<int64_t>(d.front_guard.size()));
-  check("after", d.back_guard, back, static_cast<int64_t>(d.cache_bytes));
-  return out;
+  return ::kvq::test::guard_band_changes(d.front_guard, {front, d.front_guard.size()}, d.back_guard,
+                                         {back, d.back_guard.size()}, d.cache_bytes, d.page_bytes);
 }
 
 }  // namespace

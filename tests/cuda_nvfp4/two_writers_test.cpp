@@ -22,6 +22,7 @@
 
 #include "cuda_device_runtime.h"
 #include "cuda_writer.h"
+#include "guard_bands.h"
 #include "kvq/core/device_runtime.h"
 #include "kvq/layouts/nvfp4_page_layout.h"
 #include "kvq/reference_cpu/reference_writer.h"
@@ -221,8 +222,8 @@ class Shard {
     return out;
   }
 
-  // "" when both guard bands around the cache still hold kGuard, else how many bytes changed and
-  // the first one's position relative to the cache (negative: before it).
+  // "" when both guard bands around the cache still hold kGuard, else what changed
+  // (guard_band_changes).
   std::string guards_changed() {
     const std::size_t bytes = layout_->cache_bytes();
     std::vector<uint8_t> front(guard_bytes_), back(guard_bytes_);
@@ -231,20 +232,8 @@ class Shard {
     expect_ok(runtime_->copy(back.data(), static_cast<uint8_t*>(cache_) + bytes, guard_bytes_,
                              CopyKind::device_to_host),
               "download the guard after the cache");
-    std::size_t count = 0;
-    int64_t first = 0;
-    for (std::size_t i = 0; i < 2 * guard_bytes_; ++i) {
-      const bool before = i < guard_bytes_;
-      if ((before ? front[i] : back[i - guard_bytes_]) == kGuard) continue;
-      if (count++ == 0) {
-        first = before ? static_cast<int64_t>(i) - static_cast<int64_t>(guard_bytes_)
-                       : static_cast<int64_t>(bytes + i - guard_bytes_);
-      }
-    }
-    if (count == 0) return "";
-    return std::to_string(count) + " guard band bytes changed (a write outside the cache), the " +
-           "first at cache byte " + std::to_string(first) + " (the cache has " +
-           std::to_string(bytes) + ")";
+    const std::vector<uint8_t> want(guard_bytes_, kGuard);
+    return ::kvq::test::guard_band_changes(want, front, want, back, bytes, layout_->page_bytes());
   }
 
   int64_t head_begin() const { return head_begin_; }

@@ -5,9 +5,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <span>
 #include <string>
 #include <vector>
 
+#include "guard_bands.h"
 #include "kvq/core/plugin_abi.h"
 #include "kvq/core/tensor_view.h"
 
@@ -130,6 +132,7 @@ class GuardedCache {
   uint8_t* data() { return all_.data() + kGuardBytes; }
   size_t size() const { return size_; }
   TensorView view(int64_t num_blocks, int64_t page_bytes) {
+    page_bytes_ = static_cast<size_t>(page_bytes);  // for guard_damage()'s page numbers
     return make_view(data(), DType::u8, {num_blocks, page_bytes});
   }
   // The cache's bytes, without the guards.
@@ -137,28 +140,21 @@ class GuardedCache {
     const auto begin = all_.begin() + static_cast<std::ptrdiff_t>(kGuardBytes);
     return {begin, begin + static_cast<std::ptrdiff_t>(size_)};
   }
-  // "" when both guards still hold their pattern, else what changed, at offsets from the cache's
-  // first byte (negative: before the cache).
+  // "" when both guards still hold their pattern, else what changed (guard_band_changes: cache
+  // byte positions, negative before the cache).
   std::string guard_damage() const {
-    std::string damage;
-    for (const size_t begin : {size_t{0}, kGuardBytes + size_}) {
-      size_t changed = 0, first = 0;
-      for (size_t i = 0; i < kGuardBytes; ++i) {
-        if (all_[begin + i] != guard(i) && changed++ == 0) first = begin + i;
-      }
-      if (changed == 0) continue;
-      damage += std::to_string(changed) + " bytes of the guard " +
-                (begin == 0 ? "before" : "after") + " the cache changed, the first at offset " +
-                std::to_string(static_cast<int64_t>(first) - static_cast<int64_t>(kGuardBytes)) +
-                " (cache size " + std::to_string(size_) + "); ";
-    }
-    return damage;
+    std::vector<uint8_t> want(kGuardBytes);
+    for (size_t i = 0; i < kGuardBytes; ++i) want[i] = guard(i);
+    const std::span<const uint8_t> all(all_);
+    return guard_band_changes(want, all.first(kGuardBytes), want, all.last(kGuardBytes), size_,
+                              page_bytes_);
   }
 
  private:
   static uint8_t guard(size_t i) { return static_cast<uint8_t>(0x5A ^ (i * 13)); }
   std::vector<uint8_t> all_;
   size_t size_;
+  size_t page_bytes_ = 1;
 };
 
 // ||a - b|| / ||a||
