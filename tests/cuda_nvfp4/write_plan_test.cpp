@@ -176,6 +176,72 @@ TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
   }
 }
 
+// One bulk prefetch a side covers a block's inputs only where they are one run of bytes
+// (write_kernel.cu, prefetch_block_inputs): the descriptor asks for it exactly where every block
+// of the one-group grid of several waves reads consecutive groups, checked item by item, and
+// never in the other mappings.
+TEST_F(WritePlanTest, BlockPrefetchExactlyWhereEveryBlockReadsOneRun) {
+  struct Case {
+    int64_t heads, head_size, tokens;
+    int64_t token_pad, head_pad;  // elements added to the dense token and head strides
+  };
+  int with_prefetch = 0;
+  for (const Case& c : {Case{8, 128, 37, 0, 0}, Case{8, 128, 37, 64, 0}, Case{8, 128, 37, 0, 16},
+                        Case{1, 128, 100, 0, 0}, Case{1, 128, 100, 128, 0}, Case{4, 128, 50, 0, 0},
+                        Case{4, 128, 50, 8, 0}, Case{16, 64, 20, 32, 0}, Case{2, 80, 70, 0, 0},
+                        Case{2, 80, 70, 8, 0}}) {
+    SCOPED_TRACE(std::to_string(c.heads) + "x" + std::to_string(c.head_size) + " token pad " +
+                 std::to_string(c.token_pad) + " head pad " + std::to_string(c.head_pad));
+    spec_.num_kv_heads = c.heads;
+    spec_.head_size = c.head_size;
+    spec_.num_blocks = 64;
+    spec_.layout.v_scales = c.head_size % 64 == 0 ? "sm100_swizzled" : "linear";
+    layout_ = std::make_unique<Nvfp4PageLayout>(spec_);
+    ASSERT_TRUE(make_page_addressing(layout_->descriptor(), &addressing_).is_ok());
+    const int64_t head_stride = c.head_size + c.head_pad;
+    const int64_t token_stride = c.heads * head_stride + c.token_pad;
+    uintptr_t base = 0x100000;
+    for (TensorView* t : {&args_.key, &args_.value}) {
+      *t = make_view(addr(base), DType::bf16, {c.tokens, c.heads, c.head_size}, kDev);
+      t->strides[0] = token_stride;
+      t->strides[1] = head_stride;
+      base += 0x800000;
+    }
+    args_.slot_mapping = make_view(addr(0x30000), DType::i64, {c.tokens}, kDev);
+    args_.cache = make_view(addr(0x4000000), DType::u8,
+                            {64, static_cast<int64_t>(layout_->page_bytes())}, kDev);
+    bars_ = {~uint64_t{0}, 0, 0};  // one group, both sides, the read-only path
+    ASSERT_TRUE(plan().is_ok());
+    ASSERT_EQ(desc_.groups_per_thread, 1);
+    ASSERT_EQ(desc_.sides_per_thread, 2);
+    ASSERT_EQ(desc_.streaming_loads, 0);
+
+    bool one_run = true;  // every block's items at consecutive 16-element groups
+    int64_t previous = 0;
+    for (uint32_t item = 0; item < desc_.page.items && one_run; ++item) {
+      const ItemIndex ix = split_item(desc_.page, item);
+      const int64_t at = ix.token * token_stride + ix.head * head_stride + ix.group * 16;
+      one_run = item % kWaveBlockThreads == 0 || at == previous + 16;
+      previous = at;
+    }
+    EXPECT_EQ(desc_.block_prefetch, one_run ? 1 : 0);
+    with_prefetch += desc_.block_prefetch;
+
+    bars_ = {~uint64_t{0}, 0, desc_.page.items};  // one wave: the streaming kernel's prefetch
+    ASSERT_TRUE(plan().is_ok());
+    EXPECT_EQ(desc_.block_prefetch, 0);
+    bars_ = {~uint64_t{0}, desc_.page.items, 0};  // one side a thread
+    ASSERT_TRUE(plan().is_ok());
+    EXPECT_EQ(desc_.block_prefetch, 0);
+    if (c.head_size % 32 == 0) {
+      bars_ = {0, 0, 0};  // two groups a thread
+      ASSERT_TRUE(plan().is_ok());
+      EXPECT_EQ(desc_.block_prefetch, 0);
+    }
+  }
+  EXPECT_EQ(with_prefetch, 6);  // the dense cases, and 8x128 and 16x64 with padded tokens
+}
+
 TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   // plan_write fills the descriptor in place (no zeroing pass): a reused descriptor must come out
   // byte for byte as a fresh one.

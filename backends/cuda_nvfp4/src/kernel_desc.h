@@ -101,6 +101,9 @@ KVQ_HD bool reciprocal_window_holds(float inv_global) {
   return inv_global * kMinScale >= kMinNormal && inv_global * kMaxScale < kTop;
 }
 
+// The block size of writes of more than one wave (write_launch_shape; block_prefetch below).
+inline constexpr unsigned kWaveBlockThreads = 64;
+
 struct WriteKernelDesc {
   const void* src[2];       // key, value: [T, H, D], element strides below, last dim contiguous
   int64_t token_stride[2];  // in elements
@@ -133,11 +136,16 @@ struct WriteKernelDesc {
   //                      early_max_items
   //   common_path        1: a one-wave write that needs none of the kernel's general paths runs
   //                      a kernel compiled without their run-time tests (common_path_holds)
+  //   block_prefetch     1: one group and both sides a thread on the read-only path (writes of
+  //                      more than one wave), and each block's inputs one run of bytes a side
+  //                      (block_inputs_are_runs): thread 0 brings its block's inputs into L2
+  //                      with one bulk prefetch a side before the programmatic-launch wait
   int32_t groups_per_thread;
   int32_t sides_per_thread;
   int32_t streaming_loads;
   int32_t early_trigger;
   int32_t common_path;
+  int32_t block_prefetch;
   // The two-group kernel's item order (split_write_item): rows (token, head) in runs of
   // 2^run_log2 consecutive tokens of one head for tokens [0, run_tokens), so that a warp's items
   // are one run and its page bytes land together in HND pages; the reader's (token, head) order
@@ -145,7 +153,6 @@ struct WriteKernelDesc {
   // kernels always take the reader's order.
   uint32_t run_log2;
   uint32_t run_tokens;  // a multiple of 2^run_log2
-  int32_t pad_;         // 0: no byte of the struct is left unset (a descriptor is reused)
 };
 
 // The writer's item order (run_log2 above): in a run, row = ((run * H + head) << run_log2) |

@@ -10,9 +10,10 @@
 //     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
 // One-group writes of up to one wave (as many items as the one-group grid holds resident) prefetch
 // their inputs and slots into L2 before the programmatic-launch wait (v12-v13, v18) and load them
-// evict-first (v11); one-side writes of up to one block per SM let the next kernel launch before
-// that wait (v13). The one-wave kernel of both sides a thread comes twice: for any write, and
-// for the common case (common_path_holds, kernel_desc.h), compiled without the general paths'
+// evict-first (v11); larger one-group writes prefetch a block's inputs with one bulk request a
+// side before that wait (v39); one-side writes of up to one block per SM let the next kernel launch
+// before that wait (v13). The one-wave kernel of both sides a thread comes twice: for any write,
+// and for the common case (common_path_holds, kernel_desc.h), compiled without the general paths'
 // run-time tests (v36).
 // A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
 // of data rows; every byte is read once and written once (two groups a thread: the rows of
@@ -240,6 +241,25 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const UnitP
   }
 }
 
+// Thread 0 asks the TMA unit to bring this block's inputs into L2: one cp.async.bulk.prefetch a
+// side for the block's items, one run of bytes each (block_prefetch; the host checked that the
+// runs are 16-byte aligned, as every row start is). A prefetch returns nothing to the thread and
+// reads only the write's own inputs.
+template <InputType In>
+__device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
+  if (threadIdx.x != 0) return;
+  const uint32_t first = blockIdx.x * blockDim.x;  // thread 0's item, below d.page.items
+  const ItemIndex ix = split_item(d.page, first);
+  constexpr uint32_t kGroupBytes = 16u * static_cast<uint32_t>(InputTraits<In>::kElementBytes);
+  const uint32_t bytes = min(blockDim.x, d.page.items - first) * kGroupBytes;
+#pragma unroll
+  for (int side = 0; side < 2; ++side) {
+    asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(unit_input<In>(d, ix, side)),
+                 "r"(bytes)
+                 : "memory");
+  }
+}
+
 template <InputType In, bool kUseHwE2m1, int G, int kSides, bool kStream, bool kEarly, bool kCommon>
 __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
     nvfp4_write_kernel(const __grid_constant__ WriteKernelDesc d) {
@@ -289,6 +309,15 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
       asm volatile("prefetch.global.L2 [%0];" ::"l"(plan.slot));
     }
     hold(plan);
+  }
+  if constexpr (G == 1 && kSides == 2 && !kStream) {
+    // Writes of more than one wave, where each thread plans after the wait (below): one bulk
+    // request a block starts its input reads ahead of the threads' own loads, and before the wait
+    // (under the previous kernel's tail) in the first wave. Measured on an H100 against v38
+    // (docs/perf-notes.md, v39), graph replays: 8x128 at T = 4096 74.0 -> 76.3 points, 1x128 at
+    // T = 65536 83.1 -> 88.4; direct launches within their spread. A prefetch by each thread of
+    // its own inputs lost in direct launches (v19), one a wave ahead lost everywhere (v33, v39).
+    if (d.block_prefetch) prefetch_block_inputs<In>(d);
   }
   if constexpr (kEarly) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");

@@ -163,6 +163,21 @@ int32_t data_access_bytes(const void* cache, const Nvfp4LayoutDesc& layout, uint
   return static_cast<int32_t>(bits & (~bits + 1));  // lowest set bit
 }
 
+// Whether every block of a write of more than one wave (kWaveBlockThreads one-group items, both
+// sides) reads one run of bytes a side, as one bulk L2 prefetch a side asks for (block_prefetch):
+// a token's heads back to back (head stride D), and the tokens back to back or no block across
+// two tokens (H * S a multiple of the block).
+bool block_inputs_are_runs(const TensorView* const kv[2], const Nvfp4LayoutDesc& layout) {
+  const int64_t row = layout.num_heads * layout.head_size;
+  const bool whole_tokens =
+      layout.num_heads * layout.groups % static_cast<int64_t>(kWaveBlockThreads) == 0;
+  for (int s = 0; s < 2; ++s) {
+    const TensorView& t = *kv[s];
+    if (t.strides[1] != layout.head_size || (t.strides[0] != row && !whole_tokens)) return false;
+  }
+  return true;
+}
+
 uint32_t u32(int64_t v) {
   return static_cast<uint32_t>(v);
 }
@@ -337,6 +352,10 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.page.data_access_bytes =
       data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
   d.common_path = common_path_holds(d) ? 1 : 0;
+  d.block_prefetch = d.groups_per_thread == 1 && d.sides_per_thread == 2 &&
+                             d.streaming_loads == 0 && block_inputs_are_runs(kv, layout)
+                         ? 1
+                         : 0;
   // Token runs (split_write_item) where the reader's order scatters a two-group warp's stores:
   // in HND pages, when its 64 / S rows are as many different heads of one token (H >= 64 / S),
   // each row's 8S data bytes a part of a line in its own head's region (S < 16). A run of 64 / S
@@ -353,7 +372,6 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
     d.run_tokens = static_cast<uint32_t>(tokens) >> d.run_log2 << d.run_log2;
   }
   d.counters = nullptr;
-  d.pad_ = 0;
   switch (args.key.dtype) {
     case DType::bf16: *input = InputType::bf16; break;
     case DType::f16: *input = InputType::f16; break;
