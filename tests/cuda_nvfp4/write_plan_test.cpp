@@ -183,23 +183,24 @@ TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
 TEST_F(WritePlanTest, BlockPrefetchExactlyWhereEveryBlockReadsOneRun) {
   struct Case {
     int64_t heads, head_size, tokens;
-    int64_t token_pad, head_pad;  // elements added to the dense token and head strides
+    int64_t token_stride, head_stride;  // in elements; 0: dense
   };
   int with_prefetch = 0;
-  for (const Case& c : {Case{8, 128, 37, 0, 0}, Case{8, 128, 37, 64, 0}, Case{8, 128, 37, 0, 16},
-                        Case{1, 128, 100, 0, 0}, Case{1, 128, 100, 128, 0}, Case{4, 128, 50, 0, 0},
-                        Case{4, 128, 50, 8, 0}, Case{16, 64, 20, 32, 0}, Case{2, 80, 70, 0, 0},
-                        Case{2, 80, 70, 8, 0}}) {
-    SCOPED_TRACE(std::to_string(c.heads) + "x" + std::to_string(c.head_size) + " token pad " +
-                 std::to_string(c.token_pad) + " head pad " + std::to_string(c.head_pad));
+  for (const Case& c :
+       {Case{8, 128, 37, 0, 0}, Case{8, 128, 37, 8 * 128 + 64, 0}, Case{8, 128, 37, 0, 144},
+        Case{1, 128, 100, 0, 0}, Case{1, 128, 100, 256, 0}, Case{1, 128, 100, 128, 4096},
+        Case{4, 128, 50, 0, 0}, Case{4, 128, 50, 4 * 128 + 8, 0}, Case{16, 64, 20, 16 * 64 + 32, 0},
+        Case{2, 80, 70, 0, 0}, Case{2, 80, 70, 168, 0}}) {
+    const int64_t head_stride = c.head_stride != 0 ? c.head_stride : c.head_size;
+    const int64_t token_stride = c.token_stride != 0 ? c.token_stride : c.heads * head_stride;
+    SCOPED_TRACE(std::to_string(c.heads) + "x" + std::to_string(c.head_size) + " strides " +
+                 std::to_string(token_stride) + ", " + std::to_string(head_stride));
     spec_.num_kv_heads = c.heads;
     spec_.head_size = c.head_size;
     spec_.num_blocks = 64;
     spec_.layout.v_scales = c.head_size % 64 == 0 ? "sm100_swizzled" : "linear";
     layout_ = std::make_unique<Nvfp4PageLayout>(spec_);
     ASSERT_TRUE(make_page_addressing(layout_->descriptor(), &addressing_).is_ok());
-    const int64_t head_stride = c.head_size + c.head_pad;
-    const int64_t token_stride = c.heads * head_stride + c.token_pad;
     uintptr_t base = 0x100000;
     for (TensorView* t : {&args_.key, &args_.value}) {
       *t = make_view(addr(base), DType::bf16, {c.tokens, c.heads, c.head_size}, kDev);
@@ -239,7 +240,9 @@ TEST_F(WritePlanTest, BlockPrefetchExactlyWhereEveryBlockReadsOneRun) {
       EXPECT_EQ(desc_.block_prefetch, 0);
     }
   }
-  EXPECT_EQ(with_prefetch, 6);  // the dense cases, and 8x128 and 16x64 with padded tokens
+  // the dense cases, 8x128 and 16x64 with padded tokens (a block is one token), one head of any
+  // head stride
+  EXPECT_EQ(with_prefetch, 7);
 }
 
 TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {

@@ -165,15 +165,16 @@ int32_t data_access_bytes(const void* cache, const Nvfp4LayoutDesc& layout, uint
 
 // Whether every block of a write of more than one wave (kWaveBlockThreads one-group items, both
 // sides) reads one run of bytes a side, as one bulk L2 prefetch a side asks for (block_prefetch):
-// a token's heads back to back (head stride D), and the tokens back to back or no block across
-// two tokens (H * S a multiple of the block).
+// a token's heads back to back (head stride D, or one head), and the tokens back to back or no
+// block across two tokens (H * S a multiple of the block).
 bool block_inputs_are_runs(const TensorView* const kv[2], const Nvfp4LayoutDesc& layout) {
   const int64_t row = layout.num_heads * layout.head_size;
   const bool whole_tokens =
       layout.num_heads * layout.groups % static_cast<int64_t>(kWaveBlockThreads) == 0;
   for (int s = 0; s < 2; ++s) {
     const TensorView& t = *kv[s];
-    if (t.strides[1] != layout.head_size || (t.strides[0] != row && !whole_tokens)) return false;
+    const bool heads_run = layout.num_heads == 1 || t.strides[1] == layout.head_size;
+    if (!heads_run || (t.strides[0] != row && !whole_tokens)) return false;
   }
   return true;
 }
