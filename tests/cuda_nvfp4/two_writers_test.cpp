@@ -440,22 +440,31 @@ TEST(TwoWriters, WriterRunsOnTheAskedDeviceAndRefusesOthers) {
             "cuda_nvfp4 works on CUDA device memory: expected device cuda:N, found cpu");
 }
 
-// A refused write leaves the shard's cache and guard bands as they were.
-void expect_cache_unchanged(Shard& shard, const std::vector<uint8_t>& before) {
-  expect_ok(shard.runtime().synchronize(), "synchronize");
-  EXPECT_EQ(first_difference(shard.cache_bytes(), before), "")
-      << "a refused write changed the cache";
-  EXPECT_EQ(shard.guards_changed(), "") << "a refused write";
-}
+// A shard on cuda:0 with a staged write, for writes it must refuse; each must leave its cache and
+// guard bands as they were before.
+class TwoWritersRefusal : public ::testing::Test {
+ protected:
+  void stage() {
+    const CacheSpec s = spec(4, "HND", "linear", "sm100_swizzled", 8);
+    shard_ = std::make_unique<Shard>(s, 0, 4, 0);
+    ASSERT_TRUE(shard_->status().is_ok()) << shard_->status().message();
+    shard_->stage(make_rows(s, 5, 7));
+    before_ = shard_->cache_bytes();
+  }
+  void expect_cache_unchanged() {
+    expect_ok(shard_->runtime().synchronize(), "synchronize");
+    EXPECT_EQ(first_difference(shard_->cache_bytes(), before_), "")
+        << "a refused write changed the cache";
+    EXPECT_EQ(shard_->guards_changed(), "") << "a refused write";
+  }
 
-TEST(TwoWriters, TensorsOfAnotherDeviceAreRefused) {
+  std::unique_ptr<Shard> shard_;
+  std::vector<uint8_t> before_;
+};
+
+TEST_F(TwoWritersRefusal, TensorsOfAnotherDeviceAreRefused) {
   REQUIRE_DEVICES(1);
-  const CacheSpec s = spec(4, "HND", "linear", "sm100_swizzled", 8);
-  Shard shard(s, 0, 4, 0);
-  ASSERT_TRUE(shard.status().is_ok()) << shard.status().message();
-  shard.stage(make_rows(s, 5, 7));
-  const std::vector<uint8_t> before = shard.cache_bytes();
-
+  ASSERT_NO_FATAL_FAILURE(stage());
   // The staged write with one tensor claiming another device: refused before any launch.
   const std::vector<std::tuple<TensorView WriteArgs::*, Device, std::string>> refused = {
       {&WriteArgs::key, Device::cuda(1),
@@ -468,31 +477,27 @@ TEST(TwoWriters, TensorsOfAnotherDeviceAreRefused) {
        "cache is on cuda:1: expected cuda:0 (the cuda_nvfp4 writer's device)"},
   };
   for (const auto& [member, device, message] : refused) {
-    WriteArgs a = shard.args();
+    WriteArgs a = shard_->args();
     (a.*member).device = device;
-    const Status st = shard.writer().write(a);
+    const Status st = shard_->writer().write(a);
     EXPECT_EQ(st.code(), ErrorCode::invalid_argument) << message;
     EXPECT_EQ(st.message(), message);
   }
-  expect_cache_unchanged(shard, before);
+  expect_cache_unchanged();
 }
 
-TEST(TwoWriters, AStreamOfAnotherDeviceIsRefused) {
+TEST_F(TwoWritersRefusal, AStreamOfAnotherDeviceIsRefused) {
   REQUIRE_DEVICES(2);
-  const CacheSpec s = spec(4, "HND", "linear", "sm100_swizzled", 8);
-  Shard shard(s, 0, 4, 0);
-  ASSERT_TRUE(shard.status().is_ok()) << shard.status().message();
-  shard.stage(make_rows(s, 5, 7));
-  const std::vector<uint8_t> before = shard.cache_bytes();
-  Shard other(s, 0, 4, 1);
+  ASSERT_NO_FATAL_FAILURE(stage());
+  Shard other(spec(4, "HND", "linear", "sm100_swizzled", 8), 0, 4, 1);
   ASSERT_TRUE(other.status().is_ok()) << other.status().message();
-  WriteArgs a = shard.args();
+  WriteArgs a = shard_->args();
   a.stream = other.runtime().stream();
-  const Status st = shard.writer().write(a);
+  const Status st = shard_->writer().write(a);
   EXPECT_EQ(st.code(), ErrorCode::invalid_argument);
   EXPECT_EQ(st.message(),
             "stream belongs to cuda:1: expected a stream of cuda:0 (the writer's device)");
-  expect_cache_unchanged(shard, before);
+  expect_cache_unchanged();
 }
 
 }  // namespace
