@@ -6,8 +6,6 @@
 #include <array>
 #include <cstdlib>
 #include <cstring>
-#include <new>
-#include <stdexcept>
 
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/status.h"
@@ -77,11 +75,8 @@ CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& l
 }
 
 std::vector<uint8_t> allocate_cache(const PageLayout& layout, const std::string& config) {
-  try {
-    return std::vector<uint8_t>(layout.cache_bytes(), 0);
-  } catch (const std::bad_alloc&) {
-  } catch (const std::length_error&) {
-  }
+  std::vector<uint8_t> cache;
+  if (try_resize(cache, layout.cache_bytes())) return cache;
   throw Error(
       ErrorCode::runtime,
       fmt::format("{}: a cache of {} bytes (cache.num_blocks {} x page_bytes {}) does not "

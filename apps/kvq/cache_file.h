@@ -7,7 +7,9 @@
 // Both commands check the metadata against the config's layout, so a cache is never read or
 // extended with a layout it was not written in.
 #include <filesystem>
+#include <new>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,19 @@ struct CacheFile {
 // (invalid_argument) naming the file and the first metadata field that differs, or the tensor.
 CacheFile load_cache_file(const std::filesystem::path& file, const PageLayout& layout,
                           const std::string& config);
+
+// Resizes `v` to `n` zeroed elements; false (v unchanged) when host memory cannot hold them, so
+// that the caller can say what did not fit.
+template <class T>
+bool try_resize(std::vector<T>& v, size_t n) {
+  try {
+    v.resize(n);
+    return true;
+  } catch (const std::bad_alloc&) {
+  } catch (const std::length_error&) {
+  }
+  return false;
+}
 
 // A cache of zeros in `layout`'s shape. Throws kvq::Error (runtime) giving its size when host
 // memory cannot hold it.

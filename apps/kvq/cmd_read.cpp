@@ -6,8 +6,6 @@
 #include <fmt/format.h>
 
 #include <iostream>
-#include <new>
-#include <stdexcept>
 #include <vector>
 
 #include "backend_call.h"
@@ -38,15 +36,10 @@ Outputs allocate_outputs(int64_t T, int64_t H, int64_t D, const std::string& slo
                      !__builtin_mul_overflow(elements, D, &elements) &&
                      !__builtin_mul_overflow(elements, int64_t{4}, &each) &&
                      !__builtin_mul_overflow(each, int64_t{2}, &both);
-  if (sized) {
-    try {
-      Outputs out;
-      out.key.resize(static_cast<size_t>(elements));
-      out.value.resize(static_cast<size_t>(elements));
-      return out;
-    } catch (const std::bad_alloc&) {
-    } catch (const std::length_error&) {
-    }
+  Outputs out;
+  if (sized && try_resize(out.key, static_cast<size_t>(elements)) &&
+      try_resize(out.value, static_cast<size_t>(elements))) {
+    return out;
   }
   throw Error(
       ErrorCode::runtime,
