@@ -42,6 +42,8 @@ inline constexpr int64_t kCpuMaxDefaultTokens = 4096;
 // cuda_nvfp4 backend takes (32-bit work-item indices) and far past any engine's batch. A larger
 // T would time nothing an engine does, and its sizes (T x H x D elements) could pass 64 bits.
 inline constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
+// The most query heads --fused-qkv takes: past any model's (DeepSeek's 128, Llama 405B's 128).
+inline constexpr int64_t kMaxFusedQueryHeads = 1024;
 
 // "8x128,1x128x64" -> shapes. Throws kvq::Error(invalid_argument) naming the bad item.
 std::vector<Shape> parse_shapes(std::string_view list);

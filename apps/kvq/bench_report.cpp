@@ -121,6 +121,8 @@ json to_json(const RunInfo& info, const std::vector<CaseResult>& results, bool c
         {"graph_max_tokens", s.graph_max_tokens},
         {"graph_launches_per_replay", s.graph_launches},
         {"padding_percent", kPaddingPercent},
+        {"fused_qkv_query_heads",
+         s.fused_qkv_query_heads ? json(*s.fused_qkv_query_heads) : json(nullptr)},
         {"input_dtype", "bf16"},
         {"slot_dtype", "i64"},
         {"reader_output_dtype", "f32"},
@@ -151,6 +153,9 @@ void print_table(std::ostream& out, const RunInfo& info, const std::vector<CaseR
   out << fmt::format("copy bandwidth: {:.1f} GB/s ({} MiB {}, read + written)\n", copy / 1e9,
                      info.copy_bytes >> 20,
                      info.device.is_cuda() ? "device-to-device copy" : "memcpy");
+  if (const auto& q = info.settings.fused_qkv_query_heads) {
+    out << fmt::format("inputs: K and V views of a fused QKV output, [T, ({} + 2H) x D]\n", *q);
+  }
   out << fmt::format(
       "{:>4} {:>4} {:>4} {:>6} {:>3} | {:>9} {:>9} {:>9} {:>9} {:>8} {:>6} | "
       "{:>9} {:>9} {:>8} {:>6}\n",

@@ -6,6 +6,7 @@
 #include <cmath>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <vector>
 
 #include "bench_data.h"
@@ -229,8 +230,20 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
                 fmt::format("T={} H={} D={}: its inputs, slots and pages need more than 2^62 bytes",
                             T, H, D));
   }
-  const uint64_t row_set_bytes = elements * 2;  // bf16
-  const int64_t sets = sets_for(2 * row_set_bytes + slot_set_bytes + cache_set_bytes,
+  // One set's inputs: K and V apart, or one fused QKV buffer of (Q + 2H) heads a token that both
+  // views step through.
+  const std::optional<int64_t> query_heads = settings_.fused_qkv_query_heads;
+  const int64_t token_elements = (query_heads ? *query_heads + 2 * H : H) * D;
+  uint64_t input_elements = 0;
+  if (__builtin_mul_overflow(u(T), u(token_elements), &input_elements) ||
+      input_elements > (uint64_t{1} << 60)) {
+    throw Error(ErrorCode::runtime,
+                fmt::format("T={} x {} elements a token: the inputs need more than 2^61 bytes", T,
+                            token_elements));
+  }
+  const uint64_t row_set_bytes = input_elements * 2;  // bf16: one tensor, or the fused buffer
+  const uint64_t input_set_bytes = query_heads ? row_set_bytes : 2 * row_set_bytes;
+  const int64_t sets = sets_for(input_set_bytes + slot_set_bytes + cache_set_bytes,
                                 settings_.rotation_bytes, settings_.max_sets);
 
   // One set's contents on the host, replicated into every set on the device.
@@ -245,25 +258,33 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   const bool graph_allowed = T <= settings_.graph_max_tokens;
 
   {
-    DeviceBuffer keys(rt, row_set_bytes * sets, "keys");
-    DeviceBuffer values(rt, row_set_bytes * sets, "values");
-    std::vector<uint16_t> host(elements);
+    DeviceBuffer keys(rt, row_set_bytes * sets, query_heads ? "fused QKV rows" : "keys");
+    std::optional<DeviceBuffer> values;
+    if (!query_heads) values.emplace(rt, row_set_bytes * sets, "values");
+    std::vector<uint16_t> host(input_elements);
     fill_random_bf16(host.data(), host.size(), seed + 1);
     upload_replicated(rt, keys.bytes(), host.data(), row_set_bytes, sets);
-    fill_random_bf16(host.data(), host.size(), seed + 2);
-    upload_replicated(rt, values.bytes(), host.data(), row_set_bytes, sets);
+    if (values) {
+      fill_random_bf16(host.data(), host.size(), seed + 2);
+      upload_replicated(rt, values->bytes(), host.data(), row_set_bytes, sets);
+    }
     host = {};
 
     WriteLaunch w;
     w.writer = writer.get();
     w.args.key = view(DType::bf16, {T, H, D}, device);
+    w.args.key.strides[0] = token_elements;
     w.args.value = w.args.key;
     w.args.slot_mapping = view(DType::i64, {T}, device);
     w.args.cache = view(DType::u8, {plan.num_blocks, static_cast<int64_t>(r.page_bytes)}, device);
     w.args.k_scale = options.cache.k_scale;
     w.args.v_scale = options.cache.v_scale;
     w.keys = keys.bytes();
-    w.values = values.bytes();
+    w.values = values ? values->bytes() : keys.bytes();
+    if (query_heads) {  // K's heads after the query heads, V's after K's
+      w.keys += static_cast<uint64_t>(*query_heads * D) * 2;
+      w.values += static_cast<uint64_t>((*query_heads + H) * D) * 2;
+    }
     w.slots = slots.bytes();
     w.caches = caches.bytes();
     w.row_set_bytes = row_set_bytes;

@@ -34,6 +34,10 @@ struct Settings {
   int64_t graph_max_tokens = int64_t{1} << 20;
   int32_t graph_launches = 16;  // writes per captured graph (an engine's decode step: one a layer)
   uint64_t seed = 0x6b7671;
+  // Set (--fused-qkv Q): K and V are views of one fused QKV projection's output, as engines pass
+  // them: [T, (Q + 2H) x D] with K's heads after the Q query heads and V's after K's, so a
+  // token's K and V rows sit (Q + 2H) x D elements apart. Unset: two contiguous [T, H, D].
+  std::optional<int64_t> fused_qkv_query_heads;
 };
 
 struct Measurement {

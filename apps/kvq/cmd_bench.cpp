@@ -32,7 +32,8 @@ struct BenchFlags {
   std::string backend;
   std::string tokens;
   std::string threads;
-  int32_t iterations = 0;  // 0: the default, bench::Settings::iterations
+  int32_t iterations = 0;            // 0: the default, bench::Settings::iterations
+  std::optional<int64_t> fused_qkv;  // query heads; unset: K and V apart
 };
 
 constexpr uint64_t kGpuCopyBytes = uint64_t{1} << 30;
@@ -48,6 +49,7 @@ std::string command_line(const BenchFlags& f) {
   add("--tokens", f.tokens);
   add("--threads", f.threads);
   if (f.iterations > 0) add("--iterations", std::to_string(f.iterations));
+  if (f.fused_qkv) add("--fused-qkv", std::to_string(*f.fused_qkv));
   add("--json", f.json);
   add("--plot", f.plot);
   return s;
@@ -56,6 +58,7 @@ std::string command_line(const BenchFlags& f) {
 bench::Settings settings_for(bool cpu, const BenchFlags& f) {
   bench::Settings s;
   if (f.iterations > 0) s.iterations = f.iterations;
+  s.fused_qkv_query_heads = f.fused_qkv;
   // A CPU write of thousands of tokens takes tens of milliseconds: one warm-up, which also
   // touches every page of its buffers. Timed runs stay 50, as issue 7 asks of every backend.
   if (cpu) s.warmup = 1;
@@ -238,6 +241,11 @@ void add_bench_command(CLI::App& app, Runner& run) {
       ->check(kNonEmpty);
   sub->add_option("--iterations", f->iterations, "Timed runs per case (default 50)")
       ->check(CLI::Range(1, 1000000));
+  sub->add_option("--fused-qkv", f->fused_qkv,
+                  "K and V as views of one fused QKV projection output [T, (QUERY_HEADS + 2H) x "
+                  "D], as engines pass them (default: two contiguous [T, H, D] tensors)")
+      ->option_text("QUERY_HEADS")
+      ->check(CLI::Range(int64_t{0}, bench::kMaxFusedQueryHeads));
   sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)")
       ->check(kNonEmpty);
   sub->callback([&run, f] { run = [f] { return run_bench(*f); }; });

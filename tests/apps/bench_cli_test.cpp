@@ -80,6 +80,7 @@ TEST_F(BenchCli, TinyReferenceCpuSweepKeepsEveryNumber) {
   EXPECT_FALSE(doc["device"]["name"].get<std::string>().empty());
   EXPECT_EQ(doc["copy_bandwidth"]["bytes"], 256u << 20);
   EXPECT_GT(doc["copy_bandwidth"]["gbps"].get<double>(), 0);
+  EXPECT_TRUE(doc["settings"]["fused_qkv_query_heads"].is_null()) << "K and V apart by default";
 
   // 8x128 at block size 16, 1x64 at the default 16; T 1 and 20; threads 1 and 2.
   const auto& cases = doc["cases"];
@@ -105,6 +106,26 @@ TEST_F(BenchCli, TinyReferenceCpuSweepKeepsEveryNumber) {
     EXPECT_NE(r.err.find(prefix), std::string::npos) << prefix << " in\n" << r.err;
   }
   EXPECT_NE(r.out.find("copy bandwidth:"), std::string::npos) << r.out;
+}
+
+// --fused-qkv: the writer and reader take views of one fused QKV buffer; the JSON, the command and
+// the table say so.
+TEST_F(BenchCli, FusedQkvInputsAreTimedAndRecorded) {
+  const fs::path json = dir_ / "fused.json";
+  const kvq::test::CliResult r = bench(config_.string() +
+                                       " --shapes 2x64x16 --tokens 20 --threads 1 --iterations 3 "
+                                       "--fused-qkv 6 --json " +
+                                       json.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["settings"]["fused_qkv_query_heads"], 6);
+  EXPECT_NE(doc["command"].get<std::string>().find(" --fused-qkv 6"), std::string::npos);
+  ASSERT_EQ(doc["cases"].size(), 1u);
+  EXPECT_TRUE(doc["cases"][0]["error"].is_null()) << doc["cases"][0]["error"];
+  expect_timing(doc["cases"][0]["write"], 3, "fused write");
+  EXPECT_NE(r.out.find("inputs: K and V views of a fused QKV output, [T, (6 + 2H) x D]"),
+            std::string::npos)
+      << r.out;
 }
 
 TEST_F(BenchCli, BadShapesIsAUsageErrorOnOneLine) {
@@ -152,6 +173,10 @@ TEST_F(BenchCli, BadValuesFailBeforeTimingAndTouchNothing) {
           "8x128,1x128x64), found '8x128x16x9'");
   refused("--tokens 1 --threads 1 --iterations 0",
           "--iterations: Value 0 not in range 1 to 1000000 (try --help)");
+  refused("--tokens 1 --threads 1 --fused-qkv 1025",
+          "--fused-qkv: Value 1025 not in range 0 to 1024 (try --help)");
+  refused("--tokens 1 --threads 1 --fused-qkv -1",
+          "--fused-qkv: Value -1 not in range 0 to 1024 (try --help)");
   refused("--tokens 1 --threads 1 --plot " + (dir_ / "p.xyz").string(),
           "--plot: expected a file name ending in .png, found '" + (dir_ / "p.xyz").string() + "'");
   refused("--tokens 1 --threads 1 --plot " + (dir_ / "p").string(),

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <limits>
 #include <map>
@@ -244,6 +245,8 @@ class FakeWriter final : public KVCacheWriter {
       }
     }
     keys.push_back(a.key.data);
+    key_views.push_back(a.key);
+    value_views.push_back(a.value);
     caches.push_back(a.cache.data);
     // Every set holds the same inputs (one set made on the host, replicated).
     const auto* v = a.value.ptr<uint16_t>();
@@ -259,6 +262,7 @@ class FakeWriter final : public KVCacheWriter {
     return Status::ok();
   }
   std::vector<void*> keys, caches;
+  std::vector<TensorView> key_views, value_views;
   std::set<std::string> contents;
 
  private:
@@ -447,6 +451,40 @@ TEST(BenchRunner, KeysAndValuesDiffer) {
   const std::string& set = *f.writer->contents.begin();  // K, then V, then the slots
   const std::size_t row_bytes = 16 * 64 * 2;
   EXPECT_NE(set.substr(0, row_bytes), set.substr(row_bytes, row_bytes));
+}
+
+// --fused-qkv: K and V are views of one [T, (Q + 2H) x D] buffer a set, K's heads after the Q
+// query heads and V's after K's, as an engine's fused QKV projection leaves them; the bytes
+// counted stay the write's own (no query row is read).
+TEST(BenchRunner, FusedQkvViewsStepThroughOneBufferASet) {
+  Fakes f;
+  Settings s = small_settings();
+  s.iterations = 3;
+  const CaseResult apart = CaseRunner(f.target(), s).run({2, 64, 16, 16, 0});
+  ASSERT_TRUE(apart.error.empty()) << apart.error;
+  EXPECT_EQ(f.writer->key_views[0].stride(0), 2 * 64);
+  s.fused_qkv_query_heads = 4;
+  const CaseResult fused = CaseRunner(f.target(), s).run({2, 64, 16, 16, 0});
+  ASSERT_TRUE(fused.error.empty()) << fused.error;
+  EXPECT_EQ(fused.write->bytes.total(), apart.write->bytes.total());
+
+  const int64_t token_elements = (4 + 2 * 2) * 64;
+  const auto& keys = f.writer->key_views;
+  const auto& values = f.writer->value_views;
+  ASSERT_EQ(keys.size(), values.size());
+  ASSERT_GE(keys.size(), 2u);
+  for (size_t i = 0; i < keys.size(); ++i) {
+    for (const TensorView* v : {&keys[i], &values[i]}) {
+      EXPECT_EQ(v->stride(0), token_elements);
+      EXPECT_EQ(v->stride(1), 64);
+      EXPECT_EQ(v->stride(2), 1);
+    }
+    // V's heads right after K's in each token's row.
+    EXPECT_EQ(static_cast<char*>(values[i].data) - static_cast<char*>(keys[i].data), 2 * 64 * 2);
+  }
+  // Consecutive launches take consecutive sets, 16 tokens x token_elements bf16 apart.
+  const auto first = static_cast<char*>(keys[0].data), second = static_cast<char*>(keys[1].data);
+  EXPECT_EQ(std::abs(second - first), 16 * token_elements * 2);
 }
 
 TEST(BenchRunner, AFailingCaseIsReportedNotThrown) {
