@@ -242,8 +242,9 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
                             token_elements));
   }
   const uint64_t row_set_bytes = input_elements * 2;  // bf16: one tensor, or the fused buffer
-  const uint64_t input_set_bytes = query_heads ? row_set_bytes : 2 * row_set_bytes;
-  const int64_t sets = sets_for(input_set_bytes + slot_set_bytes + cache_set_bytes,
+  // Sets by the bytes a write touches, K's and V's rows: a fused buffer's query heads are never
+  // read, and counting them would rotate too few sets to keep the touched rows out of L2.
+  const int64_t sets = sets_for(2 * elements * 2 + slot_set_bytes + cache_set_bytes,
                                 settings_.rotation_bytes, settings_.max_sets);
 
   // One set's contents on the host, replicated into every set on the device.

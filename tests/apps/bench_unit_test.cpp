@@ -467,6 +467,9 @@ TEST(BenchRunner, FusedQkvViewsStepThroughOneBufferASet) {
   const CaseResult fused = CaseRunner(f.target(), s).run({2, 64, 16, 16, 0});
   ASSERT_TRUE(fused.error.empty()) << fused.error;
   EXPECT_EQ(fused.write->bytes.total(), apart.write->bytes.total());
+  // As many sets: rotated by the rows a write touches, not by the query heads it never reads.
+  EXPECT_EQ(fused.write->sets, apart.write->sets);
+  EXPECT_GT(fused.write->sets, 2);
 
   const int64_t token_elements = (4 + 2 * 2) * 64;
   const auto& keys = f.writer->key_views;
