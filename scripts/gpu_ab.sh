@@ -5,13 +5,15 @@
 # each runs in turn as build/lib/kvq/plugins' plugin, same inputs, one process per version (with
 # the environment variables after '@', for builds that read an A/B switch), and the table
 # compares them. Env: KVQ_AB_SHAPES, KVQ_AB_TOKENS (the sweep), KVQ_AB_ROUNDS (times
-# through the list, interleaved, default 2: clocks drift between runs).
+# through the list, interleaved, default 2: clocks drift between runs), KVQ_AB_ARGS (more
+# `kvq bench` options for every run, e.g. "--fused-qkv 32").
 set -uo pipefail
 out=${1:?usage: scripts/gpu_ab.sh OUTDIR NAME=DIR[@VAR=VALUE...] ...}
 shift
 shapes=${KVQ_AB_SHAPES:-8x128,1x128,8x64,32x128}
 tokens=${KVQ_AB_TOKENS:-1024,4096,16384,65536}
 rounds=${KVQ_AB_ROUNDS:-2}
+read -ra extra <<< "${KVQ_AB_ARGS:-}"
 export LD_LIBRARY_PATH="$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 plugin=build/lib/kvq/plugins/libkvq_cuda_nvfp4.so
 mkdir -p "$out"
@@ -23,7 +25,8 @@ for ((r = 1; r <= rounds; ++r)); do
     dir=${vars[0]}
     cp "$dir/libkvq_cuda_nvfp4.so" "$plugin"
     env "${vars[@]:1}" timeout 150 build/bin/kvq bench configs/nvfp4_sm100.yaml \
-      --backend cuda_nvfp4 --shapes "$shapes" --tokens "$tokens" --json "$out/$name.$r.json" \
+      --backend cuda_nvfp4 --shapes "$shapes" --tokens "$tokens" "${extra[@]}" \
+      --json "$out/$name.$r.json" \
       > "$out/$name.$r.txt" 2>&1
     echo "gpu_ab.sh: $name round $r: exit $?" >&2
   done

@@ -31,7 +31,9 @@ TEST(GpuWriterParity, RandomCasesMatchReferenceByteForByte) {
 //     (cases 0..15 of random_case's cycle), in HND pages in token runs of 8 (and 3 tokens after
 //     the last run); 9,001 tokens x 16 heads x 4 groups: the same with runs of 16 (9 after);
 //    4,000 tokens: 256,000 items, one group and both sides a thread (cases 0..31: f32 and a
-//     fused QKV input too);
+//     fused QKV input too); 9,001 tokens x 3 heads x 8 groups = 216,024 items: the same, with
+//     blocks of 64 items that start and end inside tokens (a block's bulk prefetch: one run
+//     dense, one a token for the fused QKV views, cases 24..31);
 //    2,000 tokens: 128,000 items, the same streaming (L2 prefetch, evict-first loads; cases
 //     0..31).
 // The random cases above are small: one side a thread, streaming. The first case of each
@@ -42,7 +44,8 @@ TEST(GpuWriterParity, LargeWritesMatchReferenceByteForByte) {
   std::mt19937_64 rng(20261203);
   for (const auto& [shape, cases] :
        {std::pair{CaseShape{8, 128, 16, 12003}, 16}, std::pair{CaseShape{16, 64, 16, 9001}, 8},
-        std::pair{CaseShape{8, 128, 16, 4000}, 32}, std::pair{CaseShape{8, 128, 16, 2000}, 32}}) {
+        std::pair{CaseShape{8, 128, 16, 4000}, 32}, std::pair{CaseShape{3, 128, 16, 9001}, 32},
+        std::pair{CaseShape{8, 128, 16, 2000}, 32}}) {
     for (int i = 0; i < cases; ++i) {
       const WriteCase c = random_case(rng, i, &shape);
       for (size_t offset : {size_t{0}, size_t{8}, size_t{1}}) {

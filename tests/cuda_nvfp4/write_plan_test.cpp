@@ -176,21 +176,23 @@ TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
   }
 }
 
-// One bulk prefetch a side covers a block's inputs only where they are one run of bytes
-// (write_kernel.cu, prefetch_block_inputs): the descriptor asks for it exactly where every block
-// of the one-group grid of several waves reads consecutive groups, checked item by item, and
-// never in the other mappings.
-TEST_F(WritePlanTest, BlockPrefetchExactlyWhereEveryBlockReadsOneRun) {
+// A block's bulk prefetches (write_kernel.cu, prefetch_block_inputs) ask for exactly its inputs:
+// one run a side where every block of the one-group grid of several waves reads consecutive
+// groups (kBlockRun), else one run a side for each token it touches where a token's heads are
+// back to back (kTokenRuns: block_token_run's runs, checked against the items' addresses), else
+// nothing; and never in the other mappings. Brute force over every block.
+TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
   struct Case {
     int64_t heads, head_size, tokens;
     int64_t token_stride, head_stride;  // in elements; 0: dense
   };
-  int with_prefetch = 0;
+  int counts[3] = {0, 0, 0};  // cases with each BlockPrefetch
   for (const Case& c :
        {Case{8, 128, 37, 0, 0}, Case{8, 128, 37, 8 * 128 + 64, 0}, Case{8, 128, 37, 0, 144},
         Case{1, 128, 100, 0, 0}, Case{1, 128, 100, 256, 0}, Case{1, 128, 100, 128, 4096},
         Case{4, 128, 50, 0, 0}, Case{4, 128, 50, 4 * 128 + 8, 0}, Case{16, 64, 20, 16 * 64 + 32, 0},
-        Case{2, 80, 70, 0, 0}, Case{2, 80, 70, 168, 0}}) {
+        Case{2, 80, 70, 0, 0}, Case{2, 80, 70, 168, 0}, Case{1, 16, 150, 24, 0},
+        Case{3, 32, 90, 3 * 32 + 16, 0}, Case{4, 64, 40, 4 * 64 + 32, 96}}) {
     const int64_t head_stride = c.head_stride != 0 ? c.head_stride : c.head_size;
     const int64_t token_stride = c.token_stride != 0 ? c.token_stride : c.heads * head_stride;
     SCOPED_TRACE(std::to_string(c.heads) + "x" + std::to_string(c.head_size) + " strides " +
@@ -217,32 +219,62 @@ TEST_F(WritePlanTest, BlockPrefetchExactlyWhereEveryBlockReadsOneRun) {
     ASSERT_EQ(desc_.sides_per_thread, 2);
     ASSERT_EQ(desc_.streaming_loads, 0);
 
-    bool one_run = true;  // every block's items at consecutive 16-element groups
-    int64_t previous = 0;
-    for (uint32_t item = 0; item < desc_.page.items && one_run; ++item) {
+    // Each item's first input element; whether every block's items, and every block's part of
+    // each token, are consecutive groups.
+    const uint32_t items = desc_.page.items;
+    const auto row = static_cast<uint32_t>(c.heads * (c.head_size / 16));  // items a token
+    std::vector<int64_t> at(items);
+    for (uint32_t item = 0; item < items; ++item) {
       const ItemIndex ix = split_item(desc_.page, item);
-      const int64_t at = ix.token * token_stride + ix.head * head_stride + ix.group * 16;
-      one_run = item % kWaveBlockThreads == 0 || at == previous + 16;
-      previous = at;
+      at[item] = ix.token * token_stride + ix.head * head_stride + ix.group * 16;
     }
-    EXPECT_EQ(desc_.block_prefetch, one_run ? 1 : 0);
-    with_prefetch += desc_.block_prefetch;
+    bool block_runs = true, token_runs = true;
+    for (uint32_t item = 1; item < items; ++item) {
+      if (item % kWaveBlockThreads == 0 || at[item] == at[item - 1] + 16) continue;
+      block_runs = false;
+      token_runs = token_runs && item % row == 0;  // a break only where a token starts
+    }
+    const BlockPrefetch expected = block_runs   ? kBlockRun
+                                   : token_runs ? kTokenRuns
+                                                : kNoBlockPrefetch;
+    ASSERT_EQ(desc_.block_prefetch, expected);
+    ++counts[expected];
+
+    if (expected == kTokenRuns) {  // the runs of each block cover its items, once, in order
+      for (uint32_t begin = 0; begin < items; begin += kWaveBlockThreads) {
+        const uint32_t end = std::min(begin + kWaveBlockThreads, items);
+        uint32_t next = begin;  // the first item no run has covered yet
+        for (uint32_t j = 0; j < kWaveBlockThreads; ++j) {
+          const TokenRun run = block_token_run(desc_.page, begin, end, j);
+          if (run.items == 0) continue;
+          const uint32_t first = run.token * row + run.offset;
+          ASSERT_EQ(first, next) << "block at item " << begin << ", run " << j;
+          ASSERT_EQ(at[first], run.token * token_stride + run.offset * 16);
+          for (uint32_t k = 1; k < run.items; ++k) ASSERT_EQ(at[first + k], at[first] + 16 * k);
+          next = first + run.items;
+        }
+        ASSERT_EQ(next, end) << "block at item " << begin;
+      }
+    }
 
     bars_ = {~uint64_t{0}, 0, desc_.page.items};  // one wave: the streaming kernel's prefetch
     ASSERT_TRUE(plan().is_ok());
-    EXPECT_EQ(desc_.block_prefetch, 0);
+    EXPECT_EQ(desc_.block_prefetch, kNoBlockPrefetch);
     bars_ = {~uint64_t{0}, desc_.page.items, 0};  // one side a thread
     ASSERT_TRUE(plan().is_ok());
-    EXPECT_EQ(desc_.block_prefetch, 0);
+    EXPECT_EQ(desc_.block_prefetch, kNoBlockPrefetch);
     if (c.head_size % 32 == 0) {
       bars_ = {0, 0, 0};  // two groups a thread
       ASSERT_TRUE(plan().is_ok());
-      EXPECT_EQ(desc_.block_prefetch, 0);
+      EXPECT_EQ(desc_.block_prefetch, kNoBlockPrefetch);
     }
   }
-  // the dense cases, 8x128 and 16x64 with padded tokens (a block is one token), one head of any
-  // head stride
-  EXPECT_EQ(with_prefetch, 7);
+  // runs: the dense cases, 8x128 and 16x64 with padded tokens (a block is one token), one head of
+  // any head stride; token runs: the other padded tokens with heads back to back; nothing: heads
+  // apart
+  EXPECT_EQ(counts[kBlockRun], 7);
+  EXPECT_EQ(counts[kTokenRuns], 5);
+  EXPECT_EQ(counts[kNoBlockPrefetch], 2);
 }
 
 TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {

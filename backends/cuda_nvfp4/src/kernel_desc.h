@@ -104,6 +104,36 @@ KVQ_HD bool reciprocal_window_holds(float inv_global) {
 // The block size of writes of more than one wave (write_launch_shape; block_prefetch below).
 inline constexpr unsigned kWaveBlockThreads = 64;
 
+// WriteKernelDesc::block_prefetch: how a block of the one-group grid of several waves asks for
+// its inputs ahead of its threads' loads (plan_write says which holds for the write's strides).
+enum BlockPrefetch : int32_t {
+  kNoBlockPrefetch = 0,
+  kBlockRun = 1,   // the block's items are one run of bytes a side: one request a side
+  kTokenRuns = 2,  // a token's heads are back to back but tokens are not (a fused QKV view):
+                   // one request a side for each token the block's items touch
+};
+
+// The part of a token that a block's items [begin, end) cover: items [token * H * S + offset,
+// + items) of the write, one run of input bytes when a token's heads are back to back.
+struct TokenRun {
+  uint32_t token;
+  uint32_t offset;  // in items (16-element groups) from the token's first
+  uint32_t items;   // 0: the block touches fewer than j + 1 tokens
+};
+
+// The j-th token (from begin's) of the items [begin, end), end > begin. No product passes the
+// last item's index, so 32-bit math holds for any write (items < 2^31).
+KVQ_HD TokenRun block_token_run(const PageAddressing& p, uint32_t begin, uint32_t end, uint32_t j) {
+  const uint32_t row = p.heads_div.divisor * p.groups_div.divisor;  // items a token: H * S
+  const uint32_t first_token = split_item(p, begin).token;
+  const uint32_t last_token = split_item(p, end - 1).token;
+  if (j > last_token - first_token) return TokenRun{0, 0, 0};
+  const uint32_t token = first_token + j;
+  const uint32_t start = j == 0 ? begin : token * row;
+  const uint32_t stop = token == last_token ? end : (token + 1) * row;
+  return TokenRun{token, start - token * row, stop - start};
+}
+
 struct WriteKernelDesc {
   const void* src[2];       // key, value: [T, H, D], element strides below, last dim contiguous
   int64_t token_stride[2];  // in elements
@@ -136,10 +166,11 @@ struct WriteKernelDesc {
   //                      early_max_items
   //   common_path        1: a one-wave write that needs none of the kernel's general paths runs
   //                      a kernel compiled without their run-time tests (common_path_holds)
-  //   block_prefetch     1: one group and both sides a thread on the read-only path (writes of
-  //                      more than one wave), and each block's inputs one run of bytes a side
-  //                      (block_inputs_are_runs): thread 0 brings its block's inputs into L2
-  //                      with one bulk prefetch a side before the programmatic-launch wait
+  //   block_prefetch     a BlockPrefetch: one group and both sides a thread on the read-only
+  //                      path (writes of more than one wave) and a token's heads back to back
+  //                      (block_prefetch_for): a block brings its inputs into L2 with bulk
+  //                      prefetches before the programmatic-launch wait, one a side (kBlockRun)
+  //                      or one a side for each token it touches (kTokenRuns)
   int32_t groups_per_thread;
   int32_t sides_per_thread;
   int32_t streaming_loads;

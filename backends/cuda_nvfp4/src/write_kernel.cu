@@ -10,14 +10,14 @@
 //     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
 // One-group writes of up to one wave (as many items as the one-group grid holds resident) prefetch
 // their inputs and slots into L2 before the programmatic-launch wait (v12-v13, v18) and load them
-// evict-first (v11); larger one-group writes prefetch a block's inputs with one bulk request a
-// side before that wait (v39); one-side writes of up to one block per SM let the next kernel launch
-// before that wait (v13). The one-wave kernel of both sides a thread comes twice: for any write,
-// and for the common case (common_path_holds, kernel_desc.h), compiled without the general paths'
-// run-time tests (v36).
-// A warp reads 32 x 32G consecutive bytes of each side it holds and writes whole 32-byte sectors
-// of data rows; every byte is read once and written once (two groups a thread: the rows of
-// padding and out-of-range slots are not read at all).
+// evict-first (v11); larger one-group writes prefetch a block's inputs with bulk requests before
+// that wait, one a side (v39) or, for fused QKV views, one a side a token (v41); one-side writes of
+// up to one block per SM let the next kernel launch before that wait (v13). The one-wave kernel of
+// both sides a thread comes twice: for any write, and for the common case (common_path_holds,
+// kernel_desc.h), compiled without the general paths' run-time tests (v36). A warp reads 32 x 32G
+// consecutive bytes of each side it holds and writes whole 32-byte sectors of data rows; every byte
+// is read once and written once (two groups a thread: the rows of padding and out-of-range slots
+// are not read at all).
 #include <cuda_runtime.h>
 
 #include <string>
@@ -241,22 +241,38 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const UnitP
   }
 }
 
-// Thread 0 asks the TMA unit to bring this block's inputs into L2: one cp.async.bulk.prefetch a
-// side for the block's items, one run of bytes each (block_prefetch; the host checked that the
-// runs are 16-byte aligned, as every row start is). A prefetch returns nothing to the thread and
-// reads only the write's own inputs.
+// Asks the TMA unit to bring `items` groups of each side from ix's into L2: one
+// cp.async.bulk.prefetch a side, one run of bytes, 16-byte aligned as every group is. A prefetch
+// returns nothing to the thread and reads only the write's own inputs.
 template <InputType In>
-__device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
-  if (threadIdx.x != 0) return;
-  const uint32_t first = blockIdx.x * blockDim.x;  // thread 0's item, below d.page.items
-  const ItemIndex ix = split_item(d.page, first);
+__device__ __forceinline__ void prefetch_inputs(const WriteKernelDesc& d, const ItemIndex& ix,
+                                                uint32_t items) {
   constexpr uint32_t kGroupBytes = 16u * static_cast<uint32_t>(InputTraits<In>::kElementBytes);
-  const uint32_t bytes = min(blockDim.x, d.page.items - first) * kGroupBytes;
 #pragma unroll
   for (int side = 0; side < 2; ++side) {
     asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;" ::"l"(unit_input<In>(d, ix, side)),
-                 "r"(bytes)
+                 "r"(items * kGroupBytes)
                  : "memory");
+  }
+}
+
+// A block's inputs, as block_prefetch says: kBlockRun, thread 0 asks for all its items (values
+// uniform across the block, so the compiler keeps them in uniform registers, as the bulk request
+// takes them); kTokenRuns, thread j for the block's part of its j-th token (a block of 64 items
+// touches at most 64 tokens). Only block_prefetch's own path runs: the other's per-thread math
+// in the same code cost every dense write 1 to 1.5 points (perf-notes, v41).
+template <InputType In>
+__device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
+  const uint32_t begin = blockIdx.x * blockDim.x;  // below d.page.items
+  if (d.block_prefetch == kBlockRun) {
+    if (threadIdx.x == 0) {
+      prefetch_inputs<In>(d, split_item(d.page, begin), min(blockDim.x, d.page.items - begin));
+    }
+  } else if (d.block_prefetch == kTokenRuns) {
+    const uint32_t end = min(begin + blockDim.x, d.page.items);
+    const TokenRun run = block_token_run(d.page, begin, end, threadIdx.x);
+    // A token's heads back to back: its item k starts 16 k elements after its first.
+    if (run.items != 0) prefetch_inputs<In>(d, ItemIndex{run.token, 0, run.offset}, run.items);
   }
 }
 
@@ -311,13 +327,15 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
     hold(plan);
   }
   if constexpr (G == 1 && kSides == 2 && !kStream) {
-    // Writes of more than one wave, where each thread plans after the wait (below): one bulk
-    // request a block starts its input reads ahead of the threads' own loads, and before the wait
+    // Writes of more than one wave, where each thread plans after the wait (below): bulk requests
+    // for the block's inputs start its reads ahead of the threads' own loads, and before the wait
     // (under the previous kernel's tail) in the first wave. Measured on an H100 against v38
     // (docs/perf-notes.md, v39), graph replays: 8x128 at T = 4096 74.0 -> 76.3 points, 1x128 at
-    // T = 65536 83.1 -> 88.4; direct launches within their spread. A prefetch by each thread of
-    // its own inputs lost in direct launches (v19), one a wave ahead lost everywhere (v33, v39).
-    if (d.block_prefetch) prefetch_block_inputs<In>(d);
+    // T = 65536 83.1 -> 88.4; direct launches within their spread. One request a token for fused
+    // QKV views (v41): 4x128 at T = 16384 82.8 -> 88.9, direct -0.5 to -1.6. A prefetch by each
+    // thread of its own inputs lost in direct launches (v19), one a wave ahead lost everywhere
+    // (v33, v39).
+    prefetch_block_inputs<In>(d);
   }
   if constexpr (kEarly) asm volatile("griddepcontrol.launch_dependents;");
   asm volatile("griddepcontrol.wait;" ::: "memory");

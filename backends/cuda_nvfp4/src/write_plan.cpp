@@ -163,20 +163,22 @@ int32_t data_access_bytes(const void* cache, const Nvfp4LayoutDesc& layout, uint
   return static_cast<int32_t>(bits & (~bits + 1));  // lowest set bit
 }
 
-// Whether every block of a write of more than one wave (kWaveBlockThreads one-group items, both
-// sides) reads one run of bytes a side, as one bulk L2 prefetch a side asks for (block_prefetch):
-// a token's heads back to back (head stride D, or one head), and the tokens back to back or no
-// block across two tokens (H * S a multiple of the block).
-bool block_inputs_are_runs(const TensorView* const kv[2], const Nvfp4LayoutDesc& layout) {
+// How a block of a write of more than one wave (kWaveBlockThreads one-group items, both sides)
+// asks for its inputs (block_prefetch): where a token's heads are back to back (head stride D, or
+// one head), its part of each token is one run of bytes a side (kTokenRuns), and its items are
+// one run when the tokens are back to back too or no block spans two tokens (H * S a multiple of
+// the block: kBlockRun). Heads apart: nothing.
+BlockPrefetch block_prefetch_for(const TensorView* const kv[2], const Nvfp4LayoutDesc& layout) {
   const int64_t row = layout.num_heads * layout.head_size;
   const bool whole_tokens =
       layout.num_heads * layout.groups % static_cast<int64_t>(kWaveBlockThreads) == 0;
+  BlockPrefetch mode = kBlockRun;
   for (int s = 0; s < 2; ++s) {
     const TensorView& t = *kv[s];
-    const bool heads_run = layout.num_heads == 1 || t.strides[1] == layout.head_size;
-    if (!heads_run || (t.strides[0] != row && !whole_tokens)) return false;
+    if (layout.num_heads != 1 && t.strides[1] != layout.head_size) return kNoBlockPrefetch;
+    if (t.strides[0] != row && !whole_tokens) mode = kTokenRuns;
   }
-  return true;
+  return mode;
 }
 
 uint32_t u32(int64_t v) {
@@ -353,10 +355,9 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   d.page.data_access_bytes =
       data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
   d.common_path = common_path_holds(d) ? 1 : 0;
-  d.block_prefetch = d.groups_per_thread == 1 && d.sides_per_thread == 2 &&
-                             d.streaming_loads == 0 && block_inputs_are_runs(kv, layout)
-                         ? 1
-                         : 0;
+  d.block_prefetch = d.groups_per_thread == 1 && d.sides_per_thread == 2 && d.streaming_loads == 0
+                         ? block_prefetch_for(kv, layout)
+                         : kNoBlockPrefetch;
   // Token runs (split_write_item) where the reader's order scatters a two-group warp's stores:
   // in HND pages, when its 64 / S rows are as many different heads of one token (H >= 64 / S),
   // each row's 8S data bytes a part of a line in its own head's region (S < 16). A run of 64 / S
