@@ -4,7 +4,9 @@
 # 1. the CudaDeviceRuntime tests (a few seconds),
 # 2. the full default sweep on configs/nvfp4_sm100.yaml (HND, K linear, V sm100_swizzled),
 # 3. the NHD and linear-V variants on the main shape (8 heads x 128, block size 16), all T,
-# then a compact table against the issue's targets. Everything lands in OUTDIR (JSON rewritten
+# 4. K and V as views of a fused QKV output (--fused-qkv 32), as engines pass them, for the shapes
+#    whose blocks span tokens and the main shape, T >= 1024,
+# then a compact table against the issue's targets, and the fused views against dense inputs. Everything lands in OUTDIR (JSON rewritten
 # after every case, so a run cut short still leaves its numbers). Takes well under 4 minutes on an
 # H200: the sweep's launches take milliseconds; most of the time is making and uploading inputs.
 # Env: KVQ (default build/bin/kvq), KVQ_BENCH_BACKEND (default cuda_nvfp4), KVQ_BENCH_ARGS (extra
@@ -47,6 +49,12 @@ step bench_nhd 45 "$kvq" bench configs/nvfp4_nhd.yaml --backend "$backend" --sha
 # shellcheck disable=SC2086
 step bench_linear 45 "$kvq" bench configs/nvfp4_linear.yaml --backend "$backend" \
   --shapes 8x128x16 --json "$out/bench_linear.json" $extra
+fused_tokens=(--tokens "1024,4096,16384,65536")
+[[ " $extra " == *" --tokens "* ]] && fused_tokens=()  # KVQ_BENCH_ARGS' own list instead
+# shellcheck disable=SC2086
+step bench_fused 60 "$kvq" bench configs/nvfp4_sm100.yaml --backend "$backend" \
+  --shapes 8x128x16,4x128,8x64,1x128 "${fused_tokens[@]}" --fused-qkv 32 \
+  --json "$out/bench_fused.json" $extra
 
 python3 - "$out" <<'PY' | tee "$out/summary.txt"
 import json, math, os, sys
@@ -83,6 +91,7 @@ def verdict(ok):
     return "ok  " if ok else "MISS"
 
 main, nhd, lin = load("bench_sm100.json"), load("bench_nhd.json"), load("bench_linear.json")
+fused = load("bench_fused.json")
 if main:
     failed = [c for c in main["cases"] if c.get("error")]
     print(f"{main['device']['name']}  copy {main['copy_bandwidth']['gbps']:.0f} GB/s  "
@@ -146,6 +155,22 @@ if main:
             r, t = min(ratios)
             print(f"  {verdict(r >= 0.9)} {label} vs main, T>=4096: worst {100 * r:.1f}% of "
                   f"main's GB/s at T={t} (>= 90%)")
+    # Not a target of the issue: how much of the dense inputs' rate views of a fused QKV output
+    # keep, per launch mode (the same least bytes: the query heads are never read).
+    dense = {(c["shape"]["num_kv_heads"], c["shape"]["head_size"], c["block_size"], c["tokens"]): c
+             for c in cases(main)}
+    for mode, key in (("direct", pct), ("graph", graph_pct)):
+        ratios = []
+        for c in cases(fused):
+            d = dense.get((c["shape"]["num_kv_heads"], c["shape"]["head_size"], c["block_size"],
+                           c["tokens"]))
+            if d and c["tokens"] >= 4096 and not math.isnan(key(c)) and key(d) > 0:
+                ratios.append((key(c) / key(d), f"{c['shape']['num_kv_heads']}x"
+                               f"{c['shape']['head_size']} T={c['tokens']}"))
+        if ratios:
+            r, where = min(ratios)
+            print(f"  info fused QKV views (--fused-qkv 32) vs dense, T>=4096, {mode}: worst "
+                  f"{100 * r:.1f}% of dense's % of copy ({where}), {len(ratios)} cases")
 PY
 echo "gpu_bench.sh: results in $out (bench_*.json, *.txt tables, *.log progress)" >&2
 exit $status

@@ -7,14 +7,16 @@
 set -uo pipefail
 out=${1:?usage: gpu_ncu.sh OUTDIR}
 mkdir -p "$out"
-ncu=$(command -v ncu || ls /usr/local/cuda/bin/ncu 2>/dev/null | head -1)
+ncu=$(command -v ncu || { [[ -x /usr/local/cuda/bin/ncu ]] && echo /usr/local/cuda/bin/ncu; })
 [[ -n $ncu ]] || { echo "gpu_ncu.sh: ncu not found" >&2; exit 127; }
+# shellcheck disable=SC2034  # metrics and stalls are read through ${!pass} below
 metrics=gpu__time_duration.sum,dram__throughput.avg.pct_of_peak_sustained_elapsed,\
 dram__bytes_read.sum,dram__bytes_write.sum,sm__issue_active.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_alu.avg.pct_of_peak_sustained_active,\
 sm__inst_executed_pipe_fma.avg.pct_of_peak_sustained_active,\
 sm__warps_active.avg.pct_of_peak_sustained_active,lts__t_sector_hit_rate.pct,\
 sm__inst_executed.sum,launch__registers_per_thread,launch__grid_size
+# shellcheck disable=SC2034
 stalls=smsp__average_warp_latency_issue_stalled_long_scoreboard.ratio,\
 smsp__average_warp_latency_issue_stalled_lg_throttle.ratio,\
 smsp__average_warp_latency_issue_stalled_drain.ratio,smsp__average_warp_latency_issue_stalled_wait.ratio
