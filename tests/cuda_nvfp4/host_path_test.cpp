@@ -153,7 +153,8 @@ TEST(LaunchShape, GridAndBlockAreNeverZeroOrOversized) {
     EXPECT_GE(uint64_t{w.blocks} * w.threads, 2 * ((uint64_t{items} + 31) / 32 * 32)) << items;
     EXPECT_LT(uint64_t{w.blocks - 1} * w.threads, 2 * uint64_t{items}) << items;
   }
-  // Writes of more than one wave (no streaming loads): blocks of 64, one thread per unit.
+  // Writes of more than one wave (no streaming loads): blocks of the plan's size, one thread per
+  // unit.
   for (uint32_t items : {168962u, 262144u, 540672u, 1048576u, (1u << 31) - 2}) {
     for (int groups : {1, 2}) {
       WriteKernelDesc desc{};
@@ -163,7 +164,7 @@ TEST(LaunchShape, GridAndBlockAreNeverZeroOrOversized) {
       desc.streaming_loads = 0;
       const uint64_t units = items / static_cast<uint32_t>(groups);
       const LaunchShape w = write_launch_shape(desc, 132);
-      EXPECT_EQ(w.threads, kWaveBlockThreads) << items;
+      EXPECT_EQ(w.threads, wave_block_threads(desc)) << items;
       EXPECT_LE(w.blocks, 0x7FFFFFFFu) << items;
       EXPECT_GE(uint64_t{w.blocks} * w.threads, units) << items;
       EXPECT_LT(uint64_t{w.blocks - 1} * w.threads, units) << items;

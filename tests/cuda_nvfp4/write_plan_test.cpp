@@ -180,7 +180,8 @@ TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
 // one run a side where every block of the one-group grid of several waves reads consecutive
 // groups (kBlockRun), else one run a side for each token it touches where a token's heads are
 // back to back (kTokenRuns: block_token_run's runs, checked against the items' addresses), else
-// nothing; and never in the other mappings. Brute force over every block.
+// nothing; and never in the other mappings. Brute force over every block, of 128 threads where
+// the tokens are back to back and 64 elsewhere.
 TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
   struct Case {
     int64_t heads, head_size, tokens;
@@ -218,6 +219,10 @@ TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
     ASSERT_EQ(desc_.groups_per_thread, 1);
     ASSERT_EQ(desc_.sides_per_thread, 2);
     ASSERT_EQ(desc_.streaming_loads, 0);
+    const bool dense =
+        token_stride == c.heads * c.head_size && (c.heads == 1 || head_stride == c.head_size);
+    const uint32_t block = wave_block_threads(desc_);
+    ASSERT_EQ(block, dense ? kDenseWaveBlockThreads : kWaveBlockThreads);
 
     // Each item's first input element; whether every block's items, and every block's part of
     // each token, are consecutive groups.
@@ -230,7 +235,7 @@ TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
     }
     bool block_runs = true, token_runs = true;
     for (uint32_t item = 1; item < items; ++item) {
-      if (item % kWaveBlockThreads == 0 || at[item] == at[item - 1] + 16) continue;
+      if (item % block == 0 || at[item] == at[item - 1] + 16) continue;
       block_runs = false;
       token_runs = token_runs && item % row == 0;  // a break only where a token starts
     }
@@ -241,10 +246,10 @@ TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
     ++counts[expected];
 
     if (expected == kTokenRuns) {  // the runs of each block cover its items, once, in order
-      for (uint32_t begin = 0; begin < items; begin += kWaveBlockThreads) {
-        const uint32_t end = std::min(begin + kWaveBlockThreads, items);
+      for (uint32_t begin = 0; begin < items; begin += block) {
+        const uint32_t end = std::min(begin + block, items);
         uint32_t next = begin;  // the first item no run has covered yet
-        for (uint32_t j = 0; j < kWaveBlockThreads; ++j) {
+        for (uint32_t j = 0; j < block; ++j) {
           const TokenRun run = block_token_run(desc_.page, begin, end, j);
           if (run.items == 0) continue;
           const uint32_t first = run.token * row + run.offset;
@@ -264,9 +269,10 @@ TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
     ASSERT_TRUE(plan().is_ok());
     EXPECT_EQ(desc_.block_prefetch, kNoBlockPrefetch);
     if (c.head_size % 32 == 0) {
-      bars_ = {0, 0, 0};  // two groups a thread
+      bars_ = {0, 0, 0};  // two groups a thread: blocks of 64 whatever the strides
       ASSERT_TRUE(plan().is_ok());
       EXPECT_EQ(desc_.block_prefetch, kNoBlockPrefetch);
+      EXPECT_EQ(wave_block_threads(desc_), kWaveBlockThreads);
     }
   }
   // runs: the dense cases, 8x128 and 16x64 with padded tokens (a block is one token), one head of

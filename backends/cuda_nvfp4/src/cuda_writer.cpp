@@ -8,6 +8,7 @@
 #include "cuda_util.h"
 #include "kvq/core/logging.h"
 #include "kvq/layouts/nvfp4_quantize.h"
+#include "kvq/layouts/nvfp4_scale_refusal.h"
 #include "write_kernel.h"
 #include "write_plan.h"
 
@@ -215,8 +216,9 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
       throw Error(
           ErrorCode::invalid_argument,
           fmt::format("{} token(s) since the last take were not written: their write's device "
-                      "scale broke the rule (the last: *{} = {}): {}",
-                      refused, side == 0 ? "k_scale_ptr" : "v_scale_ptr", scale, kNvfp4ScaleRule));
+                      "scale broke the rule (the last: {})",
+                      refused,
+                      nvfp4_scale_refusal(side == 0 ? "*k_scale_ptr" : "*v_scale_ptr", scale)));
     }
   });
 }

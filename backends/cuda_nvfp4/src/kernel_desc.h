@@ -101,8 +101,9 @@ KVQ_HD bool reciprocal_window_holds(float inv_global) {
   return inv_global * kMinScale >= kMinNormal && inv_global * kMaxScale < kTop;
 }
 
-// The block size of writes of more than one wave (write_launch_shape; block_prefetch below).
+// The block sizes of writes of more than one wave (wave_block_threads, below).
 inline constexpr unsigned kWaveBlockThreads = 64;
+inline constexpr unsigned kDenseWaveBlockThreads = 128;
 
 // WriteKernelDesc::block_prefetch: how a block of the one-group grid of several waves asks for
 // its inputs ahead of its threads' loads (plan_write says which holds for the write's strides).
@@ -185,6 +186,23 @@ struct WriteKernelDesc {
   uint32_t run_log2;
   uint32_t run_tokens;  // a multiple of 2^run_log2
 };
+
+// The block size of a write of more than one wave (write_launch_shape; plan_write's
+// block_prefetch counts on it; the kernel reads blockDim): 128 threads where one group a thread
+// reads K and V with their tokens back to back ([T, H, D] dense, or one head of any head stride),
+// else 64. Measured on an H100 against 64 everywhere (docs/perf-notes.md, v43): graph replays
+// +0.4 to +1.1 points (8x128 T = 4096 76.8 -> 77.7), direct launches about even. A block of 128
+// items spans two tokens of the main shape, and with 128 fused QKV views (tokens apart) lost up
+// to 2.8 points in direct launches, two-group writes 0.2 to 0.3 in graph replay: those keep 64.
+inline unsigned wave_block_threads(const WriteKernelDesc& d) {
+  const uint32_t heads = d.page.heads_div.divisor;
+  const int64_t row = int64_t{heads} * d.page.groups_div.divisor * 16;  // H * D elements
+  bool dense = d.groups_per_thread == 1;
+  for (int s = 0; s < 2; ++s) {
+    dense = dense && d.token_stride[s] == row && (heads == 1 || d.head_stride[s] * heads == row);
+  }
+  return dense ? kDenseWaveBlockThreads : kWaveBlockThreads;
+}
 
 // The writer's item order (run_log2 above): in a run, row = ((run * H + head) << run_log2) |
 // token-in-run; after the runs, row = (token - run_tokens) * H + head. A bijection on

@@ -258,8 +258,8 @@ __device__ __forceinline__ void prefetch_inputs(const WriteKernelDesc& d, const 
 
 // A block's inputs, as block_prefetch says: kBlockRun, thread 0 asks for all its items (values
 // uniform across the block, so the compiler keeps them in uniform registers, as the bulk request
-// takes them); kTokenRuns, thread j for the block's part of its j-th token (a block of 64 items
-// touches at most 64 tokens). Only block_prefetch's own path runs: the other's per-thread math
+// takes them); kTokenRuns, thread j for the block's part of its j-th token (a block of n items
+// touches at most n tokens). Only block_prefetch's own path runs: the other's per-thread math
 // in the same code cost every dense write 1 to 1.5 points (perf-notes, v41).
 template <InputType In>
 __device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
@@ -460,13 +460,13 @@ LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
   if (desc.sides_per_thread == 1) return launch_shape(2 * ((items + 31) / 32 * 32), num_sms);
   const uint64_t threads = items / static_cast<uint32_t>(desc.groups_per_thread);
   if (desc.streaming_loads) return launch_shape(threads, num_sms);
-  // More than one wave: blocks of 64 threads. An SM frees a block's slot only when all its warps
-  // are done; small blocks let the next ones start as soon as a few warps finish, inside a wave
-  // and in the last one. Measured on the H200 (docs/perf-notes.md, v26), against 256: graph
-  // replays +0.1 to +3.3 points (8x128 T = 16384 81.4 -> 84.3, 32x128 T = 4096 81.0 -> 84.3),
-  // direct launches -0.3 to +2.1. One-wave (streaming) writes mostly lose, up to 2.6 points, with
-  // small blocks, so they keep launch_shape's.
-  return blocks_of(threads, kWaveBlockThreads);
+  // More than one wave: small blocks (wave_block_threads: 64 or 128 threads). An SM frees a block's
+  // slot only when all its warps are done; small blocks let the next ones start as soon as a few
+  // warps finish, inside a wave and in the last one. Measured on the H200 (docs/perf-notes.md,
+  // v26), 64 against 256: graph replays +0.1 to +3.3 points (8x128 T = 16384 81.4 -> 84.3, 32x128
+  // T = 4096 81.0 -> 84.3), direct launches -0.3 to +2.1. One-wave (streaming) writes mostly lose,
+  // up to 2.6 points, with small blocks, so they keep launch_shape's.
+  return blocks_of(threads, wave_block_threads(desc));
 }
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,

@@ -19,7 +19,7 @@ LaunchShape blocks_of(uint64_t threads, unsigned block_threads);
 LaunchShape launch_shape(uint64_t threads, int num_sms);
 // The write's grid: one thread per unit of desc.groups_per_thread items and
 // desc.sides_per_thread sides. Streaming writes (at most one wave) take launch_shape; larger
-// ones, blocks of kWaveBlockThreads (kernel_desc.h).
+// ones, blocks of wave_block_threads(desc) (kernel_desc.h).
 LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms);
 
 // Queues the write on `stream` (nothing else: no sync, no allocation; `ordinal`, the current
