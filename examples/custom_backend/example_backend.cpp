@@ -25,6 +25,7 @@
 #include "kvq/core/slot_mapping.h"
 #include "kvq/layouts/layout_factory.h"
 #include "kvq/layouts/nvfp4_quantize.h"
+#include "kvq/layouts/nvfp4_scale_refusal.h"
 
 namespace {
 
@@ -122,7 +123,7 @@ void expect_slots_in_cache(const TensorView& slots, const kvq::PageGeometry& g) 
 
 void expect_scale(float scale, const char* name) {
   if (!kvq::nvfp4_scale_usable(scale)) {
-    refuse(fmt::format("{} = {}: {}", name, scale, kvq::kNvfp4ScaleRule));
+    refuse(kvq::nvfp4_scale_refusal(name, scale));
   }
 }
 

@@ -8,6 +8,7 @@
 #include "format_table.h"
 #include "kvq/core/status.h"
 #include "kvq/layouts/nvfp4_quantize.h"
+#include "kvq/layouts/nvfp4_scale_refusal.h"
 
 namespace kvq {
 namespace {
@@ -92,8 +93,7 @@ Nvfp4PageLayout::Nvfp4PageLayout(const CacheSpec& spec) {
   for (const auto& [scale, field] :
        {std::pair{spec.k_scale, "k_scale"}, {spec.v_scale, "v_scale"}}) {
     if (!nvfp4_scale_usable(scale)) {
-      refuse(std::string("cache.") + field,
-             fmt::format("{} = {}: {}", field, scale, kNvfp4ScaleRule));
+      refuse(std::string("cache.") + field, nvfp4_scale_refusal(field, scale));
     }
   }
   if (spec.head_size % kNvfp4GroupSize != 0) {

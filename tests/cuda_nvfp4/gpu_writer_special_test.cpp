@@ -256,7 +256,7 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
   const CaseShape* shapes[] = {nullptr, &one_wave, &waves, &pairs};
   const float nan = std::numeric_limits<float>::quiet_NaN();
   const std::pair<float, std::string> bad[] = {
-      {0.0f, "0"}, {nan, "nan"}, {1e-40f, "1e-40"}, {-1.0f, "-1"}};
+      {0.0f, "0"}, {nan, "nan"}, {-nan, "nan"}, {1e-40f, "1e-40"}, {-1.0f, "-1"}};
   std::mt19937_64 rng(123);
   for (const CaseShape* shape : shapes) {
     WriteCase c = random_case(rng, 2, shape);
@@ -293,8 +293,8 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
                   std::to_string(live) +
                       " token(s) since the last take were not written: their write's device "
                       "scale broke the rule (the last: *" +
-                      std::string(side == 0 ? "k" : "v") + "_scale_ptr = " + text +
-                      "): " + kNvfp4ScaleRule);
+                      std::string(side == 0 ? "k" : "v") + "_scale_ptr = " + text + ": " +
+                      kNvfp4ScaleRule + ")");
         EXPECT_EQ(count, 1);
         ASSERT_EQ(compare_cache(d, initial, layout.descriptor()), "");
       }

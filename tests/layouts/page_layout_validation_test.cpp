@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <bit>
+#include <cmath>
 #include <limits>
 #include <string>
 
@@ -92,6 +93,10 @@ TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
   EXPECT_TRUE(nvfp4_scale_usable(std::bit_cast<float>(0x7F7FFFFCu)));  // 3.4028229e38
   s.v_scale = std::numeric_limits<float>::max();
   expect_refused(s, "cache.v_scale", "v_scale = 3.4028235e+38: " + std::string(kNvfp4ScaleRule));
+  // Every NaN reads "nan", whatever its sign bit (fmt alone would print "-nan").
+  s.v_scale = -std::numeric_limits<float>::quiet_NaN();
+  ASSERT_TRUE(std::signbit(s.v_scale));
+  expect_refused(s, "cache.v_scale", "v_scale = nan: " + std::string(kNvfp4ScaleRule));
 }
 
 // The kernels' one-compare form of the rule agrees with the definition: around both ends of its

@@ -8,6 +8,7 @@
 
 #include "kvq/core/status.h"
 #include "kvq/layouts/nvfp4_quantize.h"
+#include "kvq/layouts/nvfp4_scale_refusal.h"
 
 namespace kvq::reference_cpu {
 namespace {
@@ -78,7 +79,7 @@ float check_scale(float value, const float* ptr, const char* name, const TensorV
     }
   }
   const float s = ptr ? *ptr : value;
-  if (!nvfp4_scale_usable(s)) bad(fmt::format("{} = {}: {}", name, s, kNvfp4ScaleRule));
+  if (!nvfp4_scale_usable(s)) bad(nvfp4_scale_refusal(name, s));
   return s;
 }
 
