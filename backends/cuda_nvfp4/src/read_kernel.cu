@@ -65,9 +65,15 @@ __global__ void __launch_bounds__(kReadBlockThreads)
   // Programmatic dependent launch (launch_programmatic), as the write: nothing the previous kernel
   // on the stream wrote (slots, cache, output) is touched before the wait. Measured on the H200
   // (docs/perf-notes.md, v17r): graph replays of reads +0.4 to +2.5 points of copy bandwidth.
+  //
+  // The slot's line is asked into L2 before the wait, as the streaming write does (an L2 prefetch
+  // returns nothing to the thread, so no stale value is read): every page load waits on the slot,
+  // and in a chain of reads that first DRAM trip then runs under the previous kernel's tail.
+  const void* slot_at = slot_address(d.slots, d.slots_are_i64, ix.token);
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(slot_at));
   asm volatile("griddepcontrol.wait;" ::: "memory");
   asm volatile("griddepcontrol.launch_dependents;");
-  const int64_t slot = load_slot(d.slots, d.slots_are_i64, ix.token);
+  const int64_t slot = load_slot_at(slot_at, d.slots_are_i64);
 
   float4* dst[2];
 #pragma unroll
