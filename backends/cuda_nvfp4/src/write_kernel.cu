@@ -256,23 +256,38 @@ __device__ __forceinline__ void prefetch_inputs(const WriteKernelDesc& d, const 
   }
 }
 
-// A block's inputs, as block_prefetch says: kBlockRun, thread 0 asks for all its items (values
-// uniform across the block, so the compiler keeps them in uniform registers, as the bulk request
-// takes them); kTokenRuns, thread j for the block's part of its j-th token (a block of n items
-// touches at most n tokens). Only block_prefetch's own path runs: the other's per-thread math
+// The line of `token`'s slot, into L2. A block asks for its first token's (every token's, with
+// token runs): a block's tokens then lie between its first and the next block's, and a slot line
+// holds 16 of them (32 for int32 slots), so the blocks of a wave cover every line they read as
+// long as a block spans at most 16 tokens; wider blocks (1x16) miss some.
+__device__ __forceinline__ void prefetch_slot(const WriteKernelDesc& d, uint32_t token) {
+  asm volatile("prefetch.global.L2 [%0];" ::"l"(slot_address(d.slots, d.slots_are_i64, token)));
+}
+
+// A block's inputs and slot lines, as block_prefetch says: kBlockRun, thread 0 asks for all its
+// items (values uniform across the block, so the compiler keeps them in uniform registers, as the
+// bulk request takes them); kTokenRuns, thread j for the block's part of its j-th token (a block
+// of n items touches at most n tokens). The slots matter as much as the inputs: every store waits
+// on its token's slot, and with the inputs in L2 the slot's DRAM trip was the longest load left
+// (docs/perf-notes.md, v44w). Only block_prefetch's own path runs: the other's per-thread math
 // in the same code cost every dense write 1 to 1.5 points (perf-notes, v41).
 template <InputType In>
 __device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
   const uint32_t begin = blockIdx.x * blockDim.x;  // below d.page.items
   if (d.block_prefetch == kBlockRun) {
     if (threadIdx.x == 0) {
-      prefetch_inputs<In>(d, split_item(d.page, begin), min(blockDim.x, d.page.items - begin));
+      const ItemIndex first = split_item(d.page, begin);
+      prefetch_inputs<In>(d, first, min(blockDim.x, d.page.items - begin));
+      prefetch_slot(d, first.token);
     }
   } else if (d.block_prefetch == kTokenRuns) {
     const uint32_t end = min(begin + blockDim.x, d.page.items);
     const TokenRun run = block_token_run(d.page, begin, end, threadIdx.x);
     // A token's heads back to back: its item k starts 16 k elements after its first.
-    if (run.items != 0) prefetch_inputs<In>(d, ItemIndex{run.token, 0, run.offset}, run.items);
+    if (run.items != 0) {
+      prefetch_inputs<In>(d, ItemIndex{run.token, 0, run.offset}, run.items);
+      prefetch_slot(d, run.token);
+    }
   }
 }
 
