@@ -191,7 +191,7 @@ struct WriteKernelDesc {
 // block_prefetch counts on it; the kernel reads blockDim): 128 threads where one group a thread
 // reads K and V with their tokens back to back ([T, H, D] dense, or one head of any head stride),
 // else 64. Measured on an H100 against 64 everywhere (docs/perf-notes.md, v43): graph replays
-// +0.4 to +1.1 points (8x128 T = 4096 76.8 -> 77.7), direct launches about even. A block of 128
+// +0.5 to +1.1 points (8x128 T = 4096 76.8 -> 77.8), direct launches about even. A block of 128
 // items spans two tokens of the main shape, and with 128 fused QKV views (tokens apart) lost up
 // to 2.8 points in direct launches, two-group writes 0.2 to 0.3 in graph replay: those keep 64.
 inline unsigned wave_block_threads(const WriteKernelDesc& d) {
