@@ -256,38 +256,36 @@ __device__ __forceinline__ void prefetch_inputs(const WriteKernelDesc& d, const 
   }
 }
 
-// The line of `token`'s slot, into L2. A block asks for its first token's (every token's, with
-// token runs): a block's tokens then lie between its first and the next block's, and a slot line
-// holds 16 of them (32 for int32 slots), so the blocks of a wave cover every line they read as
-// long as a block spans at most 16 tokens; wider blocks (1x16) miss some.
-__device__ __forceinline__ void prefetch_slot(const WriteKernelDesc& d, uint32_t token) {
-  asm volatile("prefetch.global.L2 [%0];" ::"l"(slot_address(d.slots, d.slots_are_i64, token)));
-}
-
 // A block's inputs and slot lines, as block_prefetch says: kBlockRun, thread 0 asks for all its
 // items (values uniform across the block, so the compiler keeps them in uniform registers, as the
 // bulk request takes them); kTokenRuns, thread j for the block's part of its j-th token (a block
-// of n items touches at most n tokens). The slots matter as much as the inputs: every store waits
-// on its token's slot, and with the inputs in L2 the slot's DRAM trip was the longest load left
-// (docs/perf-notes.md, v44w). Only block_prefetch's own path runs: the other's per-thread math
-// in the same code cost every dense write 1 to 1.5 points (perf-notes, v41).
+// of n items touches at most n tokens). Only block_prefetch's own path runs: the other's per-thread
+// math in the same code cost every dense write 1 to 1.5 points (perf-notes, v41).
+//
+// The slots matter as much as the inputs: every store waits on its token's slot, and with the
+// inputs in L2 the slot's DRAM trip was the longest load left. Threads 0 and 1 ask for the lines
+// of the block's first and last tokens' slots; a line holds 16 int64 slots (32 int32), so the two
+// cover every slot of a block of up to 17 tokens (wider blocks, 1x16 with 128 tokens a block,
+// leave the lines between to their threads' own loads). Measured on an H100 (docs/perf-notes.md,
+// v44w): graph replays +1.3 to +3.7 points (8x128 T = 4096 77.7 -> 80.6), direct launches -0.6
+// to -0.9 at T = 4096.
 template <InputType In>
 __device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
   const uint32_t begin = blockIdx.x * blockDim.x;  // below d.page.items
+  if (threadIdx.x < 2) {
+    const uint32_t i = threadIdx.x == 0 ? begin : min(begin + blockDim.x, d.page.items) - 1;
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(
+        slot_address(d.slots, d.slots_are_i64, split_item(d.page, i).token)));
+  }
   if (d.block_prefetch == kBlockRun) {
     if (threadIdx.x == 0) {
-      const ItemIndex first = split_item(d.page, begin);
-      prefetch_inputs<In>(d, first, min(blockDim.x, d.page.items - begin));
-      prefetch_slot(d, first.token);
+      prefetch_inputs<In>(d, split_item(d.page, begin), min(blockDim.x, d.page.items - begin));
     }
   } else if (d.block_prefetch == kTokenRuns) {
     const uint32_t end = min(begin + blockDim.x, d.page.items);
     const TokenRun run = block_token_run(d.page, begin, end, threadIdx.x);
     // A token's heads back to back: its item k starts 16 k elements after its first.
-    if (run.items != 0) {
-      prefetch_inputs<In>(d, ItemIndex{run.token, 0, run.offset}, run.items);
-      prefetch_slot(d, run.token);
-    }
+    if (run.items != 0) prefetch_inputs<In>(d, ItemIndex{run.token, 0, run.offset}, run.items);
   }
 }
 
