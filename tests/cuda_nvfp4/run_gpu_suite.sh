@@ -66,8 +66,11 @@ rc=$?
 step "gpu-tests" $rc "$out/gpu_tests.log" "$(gtest_counts "$out/gpu_tests.log")"
 
 # 3. memcheck
-sanitizer=$(command -v compute-sanitizer || ls /usr/local/cuda/bin/compute-sanitizer \
-  /usr/local/cuda/compute-sanitizer/compute-sanitizer 2> /dev/null | head -1)
+sanitizer=$(command -v compute-sanitizer)
+for candidate in /usr/local/cuda/bin/compute-sanitizer \
+  /usr/local/cuda/compute-sanitizer/compute-sanitizer; do
+  [[ -z "$sanitizer" && -x "$candidate" ]] && sanitizer=$candidate
+done
 if [[ -n "$sanitizer" ]]; then
   "$sanitizer" --tool memcheck --error-exitcode 97 \
     "$bin/cuda_nvfp4_gpu_tests" --gtest_filter='-*Exhaustive*:GpuPerf.*:GpuGraph.ErrorLeftOverFromEarlierWorkIsNotBlamedOnTheWrite' > "$out/memcheck.log" 2>&1
