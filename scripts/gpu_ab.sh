@@ -4,7 +4,8 @@
 # Each DIR holds a libkvq_cuda_nvfp4.so built from one kernel version (carried under build/lib);
 # each runs in turn as build/lib/kvq/plugins' plugin, same inputs, one process per version (with
 # the environment variables after '@', for builds that read an A/B switch), and the table
-# compares them. Env: KVQ_AB_SHAPES, KVQ_AB_TOKENS (the sweep), KVQ_AB_ROUNDS (times
+# compares them; under each table, how far one build's own rounds lie apart (the noise a
+# difference between builds must clear). Env: KVQ_AB_SHAPES, KVQ_AB_TOKENS (the sweep), KVQ_AB_ROUNDS (times
 # through the list, interleaved, default 2: clocks drift between runs), KVQ_AB_ARGS (more
 # `kvq bench` options for every run, e.g. "--fused-qkv 32").
 set -uo pipefail
@@ -34,9 +35,11 @@ done
 cp "$out/.built.so" "$plugin"
 python3 - "$out" "$@" <<'PY' | tee "$out/ab.txt"
 import glob, json, os, sys
+from collections import defaultdict
 out, specs = sys.argv[1], [s.split("=", 1)[0] for s in sys.argv[2:]]
-# (name, H, D, block size, T) -> best median % of copy over rounds: write and read, direct and graph replay
-best, graph, read, read_graph = {}, {}, {}, {}
+# title -> (name, H, D, block size, T) -> the round's median % of copy, one per round
+titles = ("write, direct", "write, graph", "read, direct", "read, graph")
+runs = {title: defaultdict(list) for title in titles}
 for name in specs:
     for f in sorted(glob.glob(os.path.join(out, f"{name}.*.json"))):
         try:
@@ -49,23 +52,25 @@ for name in specs:
                 continue
             sh = c["shape"]  # 8x128 runs block sizes 16, 64 and 128: one row each
             k = (name, sh["num_kv_heads"], sh["head_size"], c["block_size"], c["tokens"])
-            best[k] = max(best.get(k, 0), c["write"]["percent_of_copy"])
-            g = c["write"].get("graph")
-            if g:
-                graph[k] = max(graph.get(k, 0), g["percent_of_copy"])
-            r = c.get("read")
-            if r:
-                read[k] = max(read.get(k, 0), r["percent_of_copy"])
-                if r.get("graph"):
-                    read_graph[k] = max(read_graph.get(k, 0), r["graph"]["percent_of_copy"])
-keys = sorted({k[1:] for k in best})
-for title, table in (("write, direct", best), ("write, graph", graph), ("read, direct", read),
-                     ("read, graph", read_graph)):
+            w, r = c["write"], c.get("read") or {}
+            for title, m in zip(titles, (w, w.get("graph"), r, r.get("graph"))):
+                if m:
+                    runs[title][k].append(m["percent_of_copy"])
+keys = sorted({k[1:] for k in runs["write, direct"]})
+for title in titles:
+    table = runs[title]
     print(f"{title}, % of copy (best median of the rounds)")
     print(f"{'H':>3} {'D':>4} {'B':>4} {'T':>6} | " + " ".join(f"{n:>10}" for n in specs))
     for h, d, b, t in keys:
         print(f"{h:>3} {d:>4} {b:>4} {t:>6} | " +
-              " ".join(f"{table.get((n, h, d, b, t), float('nan')):10.1f}" for n in specs))
+              " ".join(f"{max(table.get((n, h, d, b, t), [float('nan')])):10.1f}" for n in specs))
+    # How far one build's own rounds disagree: a difference between builds smaller than this is
+    # not one (perf-notes reads A/Bs against it).
+    spreads = sorted((max(v) - min(v), k) for k, v in table.items() if len(v) > 1)
+    if spreads:
+        top, (n, h, d, b, t) = spreads[-1]
+        print(f"  one build's rounds apart: median {spreads[len(spreads) // 2][0]:.1f} points, "
+              f"at most {top:.1f} ({n}, {h}x{d} bs {b} T = {t})")
 PY
 # Packed beside OUTDIR, then moved in: tar exits 1 on a directory that changes while it reads it.
 tar -C "$out" -czf "$out.tgz" --exclude .built.so . && mv "$out.tgz" "$out/ab.tgz"
