@@ -181,13 +181,14 @@ TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
 // groups (kBlockRun), else one run a side for each token it touches where a token's heads are
 // back to back (kTokenRuns: block_token_run's runs, checked against the items' addresses), else
 // nothing; and never in the other mappings. Brute force over every block, of 128 threads where
-// the tokens are back to back and 64 elsewhere.
+// the tokens are back to back and 64 elsewhere; and the slot lines each block asks for.
 TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
   struct Case {
     int64_t heads, head_size, tokens;
     int64_t token_stride, head_stride;  // in elements; 0: dense
   };
   int counts[3] = {0, 0, 0};  // cases with each BlockPrefetch
+  int slot_blocks_checked = 0;
   for (const Case& c :
        {Case{8, 128, 37, 0, 0}, Case{8, 128, 37, 8 * 128 + 64, 0}, Case{8, 128, 37, 0, 144},
         Case{1, 128, 100, 0, 0}, Case{1, 128, 100, 256, 0}, Case{1, 128, 100, 128, 4096},
@@ -245,6 +246,29 @@ TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
     ASSERT_EQ(desc_.block_prefetch, expected);
     ++counts[expected];
 
+    // Threads 0 and 1 ask for the slot lines of the block's first and last tokens
+    // (block_edge_token): tokens of this write, whose two lines hold every int64 slot of a block
+    // of up to 17 tokens wherever the (8-byte aligned) slot mapping starts in a line.
+    for (uint32_t begin = 0; begin < items; begin += block) {
+      const uint32_t end = std::min(begin + block, items);
+      const uint32_t first = block_edge_token(desc_.page, begin, end, 0);
+      const uint32_t last = block_edge_token(desc_.page, begin, end, 1);
+      ASSERT_EQ(first, split_item(desc_.page, begin).token) << "block at item " << begin;
+      ASSERT_EQ(last, split_item(desc_.page, end - 1).token) << "block at item " << begin;
+      ASSERT_LT(last, static_cast<uint32_t>(c.tokens));
+      if (last - first > 16) continue;  // 1x16: 64 or 128 tokens a block
+      ++slot_blocks_checked;
+      for (uint32_t start = 0; start < 128; start += 8) {  // the slots' first byte in a line
+        const auto line = [&](uint32_t token) { return (start + 8 * token) / 128; };
+        for (uint32_t item = begin; item < end; ++item) {
+          const uint32_t at_line = line(split_item(desc_.page, item).token);
+          ASSERT_TRUE(at_line == line(first) || at_line == line(last))
+              << "block at item " << begin << ", item " << item << ", slots at line offset "
+              << start;
+        }
+      }
+    }
+
     if (expected == kTokenRuns) {  // the runs of each block cover its items, once, in order
       for (uint32_t begin = 0; begin < items; begin += block) {
         const uint32_t end = std::min(begin + block, items);
@@ -281,6 +305,7 @@ TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
   EXPECT_EQ(counts[kBlockRun], 7);
   EXPECT_EQ(counts[kTokenRuns], 5);
   EXPECT_EQ(counts[kNoBlockPrefetch], 2);
+  EXPECT_GT(slot_blocks_checked, 100);
 }
 
 TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {

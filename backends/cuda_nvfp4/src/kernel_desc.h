@@ -135,6 +135,16 @@ KVQ_HD TokenRun block_token_run(const PageAddressing& p, uint32_t begin, uint32_
   return TokenRun{token, start - token * row, stop - start};
 }
 
+// The token of a block's first item (j = 0) or last (j = 1), for the block's items [begin, end),
+// end > begin: threads 0 and 1 of a block of the one-group grid past one wave ask for these
+// tokens' slot lines (write_kernel.cu, prefetch_block_inputs). Their two lines hold every slot
+// of a block of up to 17 tokens (16 slots apart at most: 136 bytes of int64 slots, 8-byte
+// aligned, so two lines).
+KVQ_HD uint32_t block_edge_token(const PageAddressing& p, uint32_t begin, uint32_t end,
+                                 uint32_t j) {
+  return split_item(p, j == 0 ? begin : end - 1).token;
+}
+
 struct WriteKernelDesc {
   const void* src[2];       // key, value: [T, H, D], element strides below, last dim contiguous
   int64_t token_stride[2];  // in elements

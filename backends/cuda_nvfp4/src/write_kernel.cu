@@ -264,18 +264,18 @@ __device__ __forceinline__ void prefetch_inputs(const WriteKernelDesc& d, const 
 //
 // The slots matter as much as the inputs: every store waits on its token's slot, and with the
 // inputs in L2 the slot's DRAM trip was the longest load left. Threads 0 and 1 ask for the lines
-// of the block's first and last tokens' slots; a line holds 16 int64 slots (32 int32), so the two
-// cover every slot of a block of up to 17 tokens (wider blocks, 1x16 with 128 tokens a block,
-// leave the lines between to their threads' own loads). Measured on an H100 (docs/perf-notes.md,
+// of the block's first and last tokens' slots (block_edge_token), which hold every slot of a
+// block of up to 17 tokens (wider blocks, 1x16 with 128 tokens a block, leave the lines between
+// to their threads' own loads). Measured on an H100 (docs/perf-notes.md,
 // v44w): graph replays +1.3 to +3.7 points (8x128 T = 4096 77.7 -> 80.6), direct launches -0.6
 // to -0.9 at T = 4096.
 template <InputType In>
 __device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
   const uint32_t begin = blockIdx.x * blockDim.x;  // below d.page.items
   if (threadIdx.x < 2) {
-    const uint32_t i = threadIdx.x == 0 ? begin : min(begin + blockDim.x, d.page.items) - 1;
-    asm volatile("prefetch.global.L2 [%0];" ::"l"(
-        slot_address(d.slots, d.slots_are_i64, split_item(d.page, i).token)));
+    const uint32_t token =
+        block_edge_token(d.page, begin, min(begin + blockDim.x, d.page.items), threadIdx.x);
+    asm volatile("prefetch.global.L2 [%0];" ::"l"(slot_address(d.slots, d.slots_are_i64, token)));
   }
   if (d.block_prefetch == kBlockRun) {
     if (threadIdx.x == 0) {
