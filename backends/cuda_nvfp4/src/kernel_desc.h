@@ -197,20 +197,28 @@ struct WriteKernelDesc {
   uint32_t run_tokens;  // a multiple of 2^run_log2
 };
 
+// Side s's input strides as the block prefetch and block size need them: a token's heads back to
+// back (head stride D, or one head), and its tokens too ([T, H, D] dense, or one head of any
+// head stride). A fused QKV view has the first without the second.
+inline bool heads_back_to_back(const WriteKernelDesc& d, int s) {
+  return d.page.heads_div.divisor == 1 ||
+         d.head_stride[s] == int64_t{d.page.groups_div.divisor} * 16;
+}
+inline bool tokens_back_to_back(const WriteKernelDesc& d, int s) {
+  const int64_t row = int64_t{d.page.heads_div.divisor} * d.page.groups_div.divisor * 16;
+  return heads_back_to_back(d, s) && d.token_stride[s] == row;
+}
+
 // The block size of a write of more than one wave (write_launch_shape; plan_write's
 // block_prefetch counts on it; the kernel reads blockDim): 128 threads where one group a thread
-// reads K and V with their tokens back to back ([T, H, D] dense, or one head of any head stride),
-// else 64. Measured on an H100 against 64 everywhere (docs/perf-notes.md, v43): graph replays
-// +0.5 to +1.1 points (8x128 T = 4096 76.8 -> 77.8), direct launches about even. A block of 128
-// items spans two tokens of the main shape, and with 128 fused QKV views (tokens apart) lost up
-// to 2.8 points in direct launches, two-group writes 0.2 to 0.3 in graph replay: those keep 64.
+// reads K and V with their tokens back to back (tokens_back_to_back), else 64. Measured on an H100
+// against 64 everywhere (docs/perf-notes.md, v43): graph replays +0.5 to +1.1 points (8x128 T =
+// 4096 76.8 -> 77.8), direct launches about even. A block of 128 items spans two tokens of the main
+// shape, and with 128 fused QKV views (tokens apart) lost up to 2.8 points in direct launches,
+// two-group writes 0.2 to 0.3 in graph replay: those keep 64.
 inline unsigned wave_block_threads(const WriteKernelDesc& d) {
-  const uint32_t heads = d.page.heads_div.divisor;
-  const int64_t row = int64_t{heads} * d.page.groups_div.divisor * 16;  // H * D elements
-  bool dense = d.groups_per_thread == 1;
-  for (int s = 0; s < 2; ++s) {
-    dense = dense && d.token_stride[s] == row && (heads == 1 || d.head_stride[s] * heads == row);
-  }
+  const bool dense =
+      d.groups_per_thread == 1 && tokens_back_to_back(d, 0) && tokens_back_to_back(d, 1);
   return dense ? kDenseWaveBlockThreads : kWaveBlockThreads;
 }
 

@@ -164,20 +164,17 @@ int32_t data_access_bytes(const void* cache, const Nvfp4LayoutDesc& layout, uint
   return static_cast<int32_t>(bits & (~bits + 1));  // lowest set bit
 }
 
-// How a block of `block_threads` one-group items (both sides) of a write of more than one wave
-// asks for its inputs (block_prefetch): where a token's heads are back to back (head stride D, or
-// one head), its part of each token is one run of bytes a side (kTokenRuns), and its items are
-// one run when the tokens are back to back too or no block spans two tokens (H * S a multiple of
-// the block: kBlockRun). Heads apart: nothing.
-BlockPrefetch block_prefetch_for(const TensorView* const kv[2], const Nvfp4LayoutDesc& layout,
-                                 unsigned block_threads) {
-  const int64_t row = layout.num_heads * layout.head_size;
-  const bool whole_tokens = layout.num_heads * layout.groups % int64_t{block_threads} == 0;
+// How a block of one-group items (both sides) of a write of more than one wave asks for its
+// inputs (block_prefetch): where a token's heads are back to back, its part of each token is one
+// run of bytes a side (kTokenRuns), and its items are one run when the tokens are back to back too
+// or no block spans two tokens (H * S a multiple of the block: kBlockRun). Heads apart: nothing.
+BlockPrefetch block_prefetch_for(const WriteKernelDesc& d) {
+  const bool whole_tokens =
+      d.page.heads_div.divisor * d.page.groups_div.divisor % wave_block_threads(d) == 0;
   BlockPrefetch mode = kBlockRun;
   for (int s = 0; s < 2; ++s) {
-    const TensorView& t = *kv[s];
-    if (layout.num_heads != 1 && t.strides[1] != layout.head_size) return kNoBlockPrefetch;
-    if (t.strides[0] != row && !whole_tokens) mode = kTokenRuns;
+    if (!heads_back_to_back(d, s)) return kNoBlockPrefetch;
+    if (!tokens_back_to_back(d, s) && !whole_tokens) mode = kTokenRuns;
   }
   return mode;
 }
@@ -357,7 +354,7 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
       data_access_bytes(args.cache.data, layout, 8u * static_cast<uint32_t>(d.groups_per_thread));
   d.common_path = common_path_holds(d) ? 1 : 0;
   d.block_prefetch = d.groups_per_thread == 1 && d.sides_per_thread == 2 && d.streaming_loads == 0
-                         ? block_prefetch_for(kv, layout, wave_block_threads(d))
+                         ? block_prefetch_for(d)
                          : kNoBlockPrefetch;
   // Token runs (split_write_item) where the reader's order scatters a two-group warp's stores:
   // in HND pages, when its 64 / S rows are as many different heads of one token (H >= 64 / S),
