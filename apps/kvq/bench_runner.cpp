@@ -70,53 +70,34 @@ TensorView view(DType dtype, std::initializer_list<int64_t> shape, Device device
   return make_view(nullptr, dtype, shape, device);
 }
 
-// The LaunchFn contexts: each launch takes the next input set, so consecutive launches (and the
-// graphs the runtime captures) never reuse data that is still in a cache.
-struct WriteLaunch {
-  KVCacheWriter* writer = nullptr;
-  WriteArgs args;
-  unsigned char* keys = nullptr;  // [sets][T, H, D] bf16
+// A LaunchFn context for the writer or the reader (kCall): each launch takes the next of `sets`
+// sets of K/V rows, slots and cache, so consecutive launches (and the graphs the runtime
+// captures) never reuse data that is still in a cache.
+template <class Op, class Args, Status (Op::*kCall)(const Args&) noexcept>
+struct RotatingLaunch {
+  Op* op = nullptr;
+  Args args;
+  unsigned char* keys = nullptr;  // [sets][T, H, D]: the writer's bf16 inputs, the reader's f32
   unsigned char* values = nullptr;
   unsigned char* slots = nullptr;   // [sets][T] i64
   unsigned char* caches = nullptr;  // [sets][num_blocks, page_bytes] u8
-  uint64_t row_set_bytes = 0, slot_set_bytes = 0, cache_set_bytes = 0;
+  uint64_t kv_set_bytes = 0, slot_set_bytes = 0, cache_set_bytes = 0;
   int64_t sets = 0;
   int64_t next = 0;
 
   static Status launch(void* context, void* stream) noexcept {
-    auto* w = static_cast<WriteLaunch*>(context);
-    const auto s = static_cast<uint64_t>(w->next++ % w->sets);
-    w->args.key.data = w->keys + s * w->row_set_bytes;
-    w->args.value.data = w->values + s * w->row_set_bytes;
-    w->args.slot_mapping.data = w->slots + s * w->slot_set_bytes;
-    w->args.cache.data = w->caches + s * w->cache_set_bytes;
-    w->args.stream = stream;
-    return w->writer->write(w->args);
+    auto* l = static_cast<RotatingLaunch*>(context);
+    const auto s = static_cast<uint64_t>(l->next++ % l->sets);
+    l->args.key.data = l->keys + s * l->kv_set_bytes;
+    l->args.value.data = l->values + s * l->kv_set_bytes;
+    l->args.slot_mapping.data = l->slots + s * l->slot_set_bytes;
+    l->args.cache.data = l->caches + s * l->cache_set_bytes;
+    l->args.stream = stream;
+    return (l->op->*kCall)(l->args);
   }
 };
-
-struct ReadLaunch {
-  KVCacheReader* reader = nullptr;
-  ReadArgs args;
-  unsigned char* slots = nullptr;
-  unsigned char* caches = nullptr;
-  unsigned char* keys = nullptr;  // out: [sets][T, H, D] f32
-  unsigned char* values = nullptr;
-  uint64_t out_set_bytes = 0, slot_set_bytes = 0, cache_set_bytes = 0;
-  int64_t sets = 0;
-  int64_t next = 0;
-
-  static Status launch(void* context, void* stream) noexcept {
-    auto* r = static_cast<ReadLaunch*>(context);
-    const auto s = static_cast<uint64_t>(r->next++ % r->sets);
-    r->args.cache.data = r->caches + s * r->cache_set_bytes;
-    r->args.slot_mapping.data = r->slots + s * r->slot_set_bytes;
-    r->args.key.data = r->keys + s * r->out_set_bytes;
-    r->args.value.data = r->values + s * r->out_set_bytes;
-    r->args.stream = stream;
-    return r->reader->read(r->args);
-  }
-};
+using WriteLaunch = RotatingLaunch<KVCacheWriter, WriteArgs, &KVCacheWriter::write>;
+using ReadLaunch = RotatingLaunch<KVCacheReader, ReadArgs, &KVCacheReader::read>;
 
 uint64_t case_seed(uint64_t seed, const Case& c) {
   uint64_t h = seed;
@@ -272,7 +253,7 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
     host = {};
 
     WriteLaunch w;
-    w.writer = writer.get();
+    w.op = writer.get();
     w.args.key = view(DType::bf16, {T, H, D}, device);
     w.args.key.strides[0] = token_elements;
     w.args.value = w.args.key;
@@ -288,7 +269,7 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
     }
     w.slots = slots.bytes();
     w.caches = caches.bytes();
-    w.row_set_bytes = row_set_bytes;
+    w.kv_set_bytes = row_set_bytes;
     w.slot_set_bytes = slot_set_bytes;
     w.cache_set_bytes = cache_set_bytes;
     w.sets = sets;
@@ -313,7 +294,7 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   DeviceBuffer keys_out(rt, out_set_bytes * read_sets, "reader key outputs");
   DeviceBuffer values_out(rt, out_set_bytes * read_sets, "reader value outputs");
   ReadLaunch rl;
-  rl.reader = reader.get();
+  rl.op = reader.get();
   rl.args.cache = view(DType::u8, {plan.num_blocks, static_cast<int64_t>(r.page_bytes)}, device);
   rl.args.slot_mapping = view(DType::i64, {T}, device);
   rl.args.key = view(DType::f32, {T, H, D}, device);
@@ -324,7 +305,7 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   rl.caches = caches.bytes();
   rl.keys = keys_out.bytes();
   rl.values = values_out.bytes();
-  rl.out_set_bytes = out_set_bytes;
+  rl.kv_set_bytes = out_set_bytes;
   rl.slot_set_bytes = slot_set_bytes;
   rl.cache_set_bytes = cache_set_bytes;
   rl.sets = read_sets;
