@@ -1,6 +1,6 @@
 #pragma once
 // What every kvq command-line program shares: the exit-status contract of
-// shared/design/architecture.md and config loading with every check (core's and the layout's).
+// docs/architecture.md and config loading with every check (core's and the layout's).
 //   0 success; 1 runtime failure; 2 bad usage, bad config or bad input file.
 // Errors go to stderr as one line naming the file (FILE:LINE:COL for YAML).
 #include <CLI/CLI.hpp>

@@ -1,5 +1,5 @@
 // `kvq write` then `kvq read` end to end with the reference_cpu plugin, exactly as the
-// command-line contract of shared/design/architecture.md says: the files' tensor names, dtypes and
+// command-line contract of docs/architecture.md says: the files' tensor names, dtypes and
 // metadata, --cache, and exit statuses 0 / 1 / 2 with one stderr line naming the file.
 #include <fmt/format.h>
 #include <gtest/gtest.h>

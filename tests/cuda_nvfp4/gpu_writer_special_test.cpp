@@ -154,7 +154,7 @@ TEST(GpuWriterSpecial, SpecialValuesMatchReferenceInEveryDtypeAndLayout) {
   EXPECT_EQ(cases, 3 * 2 * 2 * 4 * 2);
 }
 
-// shared/design/nvfp4-format.md's worked vectors, as exact bytes (f32 input, K side, head 0,
+// docs/format.md's worked vectors, as exact bytes (f32 input, K side, head 0,
 // group 0 of token-in-page 0), written by the GPU.
 TEST(GpuWriterSpecial, WorkedVectorsGiveTheDocumentedBytes) {
   KVQ_REQUIRE_CUDA_DEVICE();

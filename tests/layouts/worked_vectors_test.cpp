@@ -1,6 +1,6 @@
-// The six worked vectors of shared/design/nvfp4-format.md, byte for byte, plus the consequences
-// the doc lists (all-zero, underflow, infinity, NaN) and the step functions agreeing with
-// nvfp4_quantize_group.
+// The six worked vectors of docs/format.md ("Worked vectors"), byte for byte, plus the
+// consequences the doc lists (all-zero, underflow, infinity, NaN) and the step functions
+// agreeing with nvfp4_quantize_group.
 #include <gtest/gtest.h>
 
 #include <array>

@@ -32,7 +32,7 @@ struct Vector {
   std::array<uint8_t, 8> data;
 };
 
-// shared/design/nvfp4-format.md, "Worked vectors" (k_scale = 1).
+// docs/format.md, "Worked vectors" (k_scale = 1).
 const Vector kV1 = {"doc row 1",
                     {0, .25f, .5f, .75f, 1, 1.25f, 1.5f, 1.75f, 2, 2.5f, 3, 3.5f, 4, 5, 6, -6},
                     0x38,

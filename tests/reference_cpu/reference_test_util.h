@@ -78,7 +78,7 @@ struct Rows {
   }
 };
 
-// The format doc's page, written out by hand (shared/design/nvfp4-format.md, "The page").
+// The format doc's page, written out by hand (docs/format.md, "The page").
 struct HandLayout {
   int64_t T, H, D;  // block_size, num_kv_heads, head_size
   bool nhd;

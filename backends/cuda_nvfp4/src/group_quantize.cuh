@@ -1,6 +1,6 @@
 #pragma once
 // The NVFP4 group quantizer as the write kernel runs it: steps 1..6 of
-// shared/design/nvfp4-format.md on 16 floats held in registers, bit-identical to
+// docs/format.md on 16 floats held in registers, bit-identical to
 // kvq::nvfp4_quantize_group (the definition; GPU parity tests compare every byte):
 //   step 1   amax = max over |x| ignoring NaN, as nvfp4_amax (group_amax, input_groups.cuh)
 //   step 2   the same two __fmul_rn products as nvfp4_scale_byte

@@ -16,7 +16,7 @@ inline TensorView cache_view(const PageLayout& layout, void* data, Device device
   return make_view(data, DType::u8, {shape[0], shape[1]}, device);
 }
 
-// Inputs of one write (shared/design/nvfp4-format.md):
+// Inputs of one write (docs/format.md):
 struct WriteArgs {
   TensorView key;           // [num_tokens, num_kv_heads, head_size] bf16 | f16 | f32, any strides
   TensorView value;         // [num_tokens, num_kv_heads, head_size] same dtype as key

@@ -1,5 +1,5 @@
 #pragma once
-// The two small float formats of NVFP4 (shared/design/nvfp4-format.md), written with integer
+// The two small float formats of NVFP4 (docs/format.md), written with integer
 // and bit arithmetic only (no double, no tables) so that the CUDA kernels run the very same code.
 //
 // E4M3 (float8 e4m3fn, the per-group scale):  s eeee mmm, bias 7, no infinity, 0x7F/0xFF = NaN.

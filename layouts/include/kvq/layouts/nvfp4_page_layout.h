@@ -1,5 +1,5 @@
 #pragma once
-// The NVFP4 paged layout (shared/design/nvfp4-format.md): page = [K side | V side], side =
+// The NVFP4 paged layout (docs/format.md, "The page"): page = [K side | V side], side =
 // [data | scales], rows HND or NHD, each side's scales `linear` or `sm100_swizzled`.
 // The constructor validates the CacheSpec and throws kvq::Error(invalid_argument) whose key()
 // names the config key at fault ("cache.head_size", "cache.layout.v_scales", ...); after that,

@@ -1,7 +1,7 @@
 #pragma once
 // The NVFP4 block quantizer: 16 consecutive elements of a head row -> one E4M3 scale byte and
-// 8 bytes of E2M1 pairs. Steps 1..6 of shared/design/nvfp4-format.md, float32 at every step,
-// each product and quotient rounded to nearest. Host and device run this same code, so every
+// 8 bytes of E2M1 pairs. Steps 1..6 of docs/format.md ("Quantizing one group"), float32 at every
+// step, each product and quotient rounded to nearest. Host and device run this same code, so every
 // backend writes identical bytes.
 //
 // The step functions are public so a kernel that spreads one group over several threads

@@ -1,5 +1,5 @@
 #pragma once
-// The reference CPU writer: shared/design/nvfp4-format.md in code, the bytes every other backend
+// The reference CPU writer: docs/format.md in code, the bytes every other backend
 // is compared with. It validates a whole write before touching the cache (shapes, dtypes,
 // devices, strides, scales, every slot) and then writes all of it, so a refused write leaves the
 // cache bit-for-bit unchanged. Tokens are spread over worker threads; each token's bytes depend
