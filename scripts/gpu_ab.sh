@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# A/B of cuda_nvfp4 builds on the GPU machine, from the repository root (docs/perf-notes.md):
+# A/B of cuda_nvfp4 builds on the GPU machine, from the repository root (how docs/kernel-design.md
+# reads one: its "How the numbers are read"):
 #   scripts/gpu_ab.sh OUTDIR NAME=DIR[@VAR=VALUE...] ...
 # Each DIR holds a libkvq_cuda_nvfp4.so built from one kernel version (carried under build/lib);
 # each runs in turn as build/lib/kvq/plugins' plugin, same inputs, one process per version (with
@@ -65,7 +66,7 @@ for title in titles:
         print(f"{h:>3} {d:>4} {b:>4} {t:>6} | " +
               " ".join(f"{max(table.get((n, h, d, b, t), [float('nan')])):10.1f}" for n in specs))
     # How far one build's own rounds disagree: a difference between builds smaller than this is
-    # not one (perf-notes reads A/Bs against it).
+    # not one (docs/kernel-design.md reads A/Bs against it).
     spreads = sorted((max(v) - min(v), k) for k, v in table.items() if len(v) > 1)
     if spreads:
         top, (n, h, d, b, t) = spreads[-1]

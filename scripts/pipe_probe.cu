@@ -1,6 +1,8 @@
 // Which pipe does each SASS opcode the write kernel uses issue to? One kernel per opcode family
 // (check the SASS: cuobjdump -sass), ncu's smsp__inst_executed_pipe_* counters tell. Not built by
-// CMake; the H200's answers are in docs/perf-notes.md (v7). On a new GPU:
+// CMake. The H200's answers (v7, docs/kernel-design.md): FMNMX, LOP3, SHF (funnel), LEA.HI,
+// IADD3, PRMT and HMNMX2 issue to the ALU pipe (half rate); FMUL and FADD to the FMA pipe, and
+// VIADD, IMAD, IMAD.HI and HFMA2 to its heavy half. On a new GPU:
 //   nvcc -O3 -arch=sm_90a -o pipe_probe scripts/pipe_probe.cu
 //   ncu --metrics smsp__inst_executed.sum,smsp__inst_executed_pipe_alu.sum,\
 //   smsp__inst_executed_pipe_fma.sum,smsp__inst_executed_pipe_fmaheavy.sum ./pipe_probe

@@ -365,7 +365,7 @@ int device_sms() {
 // (H=1 D=128 T=16384: 131,072 items, one wave of the streaming kernel), against what the same
 // chain costs for a kernel that only waits for its predecessor (the floor), and for one that moves
 // the same bytes as the write with the write's launch and thread count but does no quantization,
-// loading only after its wait or, as small writes do since v12 (docs/perf-notes.md), prefetching
+// loading only after its wait or, as small writes do (docs/kernel-design.md, v12), prefetching
 // into L2 before it. The write is timed three ways: on the rotated input sets into one cache, whose
 // page lines L2 mostly keeps (little of the output goes to DRAM inside the timed chain); the same
 // with a cache per set, as `kvq bench` rotates them (every page line cold, all output to DRAM); and

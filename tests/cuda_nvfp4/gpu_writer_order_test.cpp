@@ -1,6 +1,6 @@
 // The write reads its inputs, slots and device scales only once the kernel before it on the
 // stream has finished, although it launches early (programmatic dependent launch) and makes part
-// of its plan before its griddepcontrol.wait (docs/perf-notes.md, v12 and v30).
+// of its plan before its griddepcontrol.wait (docs/kernel-design.md, v12 and v30).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -30,8 +30,8 @@ WriteCase other_inputs(const WriteCase& b) {
 // A producer kernel that lets the write launch at once, holds for 50 us and then copies case b's
 // input, slots and scales over case a's; the write, enqueued right after it, must leave exactly
 // b's cache. A write that loads before its griddepcontrol.wait reads a's bytes wherever its blocks
-// run during the hold (a build that loaded before the wait failed 3 of the 4 cases on an H100,
-// docs/perf-notes.md, v30). One case per thread mapping on a 132-SM GPU (plan_write's bars): one
+// run during the hold (a build that loaded before the wait failed 3 of the 4 cases on an H100;
+// docs/kernel-design.md, v30). One case per thread mapping on a 132-SM GPU (plan_write's bars): one
 // side a thread with the early trigger (12,800 items), one group streaming (65,536), one group of
 // several waves (256,000), two groups (768,192).
 TEST(GpuWriterOrder, ReadsWhatTheKernelBeforeItWrote) {
