@@ -23,8 +23,8 @@
 // E may be one binade low or high near a binade edge without changing the code: for m in
 // [1.75, 2.25] both step 0.5 and step 1 round to 2 (ties included), for m in [3.5, 4.5] both
 // step 1 and step 2 round to 4; E's switches at 16/9 and 40/9 lie inside those windows. E and
-// magic come from the FMA pipe (FFMA, IMAD): two instructions an element, where the exponent
-// mask, max and shift of v1-v8 were four on the ALU pipe (docs/perf-notes.md, v9 and v20).
+// magic come from the FMA pipe (FFMA, IMAD): two instructions an element, none on the ALU pipe
+// (docs/kernel-design.md, v9, v20).
 // e2m1x8_hw: sm_100's cvt.rn.satfinite.e2m1x2.f32 (two elements per instruction). Only defined
 // in device code compiled for an arch that has it (KVQ_HAVE_HW_E2M1); the plugin's probe
 // compares it with the software path on the boundary values before any write uses it.
@@ -67,7 +67,7 @@ KVQ_HD float abs_min6(float a) {
 // by one multiply-add. The exact value 2^24 + 2 - 9m/16 falls from 2^24 + 2, where the ulp is 2,
 // through 2^24 to 2^24 - 1.375, where it is 1: so it rounds to 2^24 + 2 while 9m/16 < 1, to 2^24
 // up to 9m/16 = 5/2, and to 2^24 - 1 up to 9m/16 = 7/2 (no float m lands on a tie),
-// i.e. m = 56/9 > 6. On a uniform grid (the FADD + FFMA of v9) the second switch can only come
+// i.e. m = 56/9 > 6. On a uniform grid (an FADD, then an FFMA) the second switch can only come
 // at 3x the first; across the binade edge it comes at 2.5x, which fits both windows.
 // The host computes the same in double: m * 9/16 is exact there, and so is the difference
 // for every m >= 1/2 (the difference then spans at most 53 significant bits), which covers both

@@ -24,7 +24,7 @@ namespace kvq::cuda_nvfp4 {
 
 // The E4M3 byte of x in the low half of a 16-bit pair whose high byte is 0 (the code of +0):
 // cvt's e4m3x2 form, kept 16 bits wide so that neither the decode below nor the byte stores need
-// the mask an 8-bit result costs (docs/perf-notes.md, v23).
+// the mask an 8-bit result costs (docs/kernel-design.md, v23).
 __device__ __forceinline__ uint16_t e4m3_encode(float x) {
   uint16_t pair;
   asm("cvt.rn.satfinite.e4m3x2.f32 %0, %1, %2;" : "=h"(pair) : "f"(0.0f), "f"(x));
@@ -49,7 +49,7 @@ __device__ __forceinline__ float e4m3_decode(uint16_t pair) {
 // 1/x correctly rounded for x normal and below 2^126 (exponent field 1..252). This is what
 // __frcp_rn runs for such x (MUFU.RCP refined by one Newton step; in the SASS), without its
 // per-call range check and the branch to a slow-path call behind it: 9 instructions issued a
-// group instead of 15 (docs/perf-notes.md, v21). Equal to __frcp_rn for every x in that window
+// group instead of 15 (docs/kernel-design.md, v21). Equal to __frcp_rn for every x in that window
 // (GpuCodecs.ReciprocalInWindowExhaustive); outside it, wrong (no denormals, no overflow).
 __device__ __forceinline__ float rcp_rn_in_window(float x) {
   float r;

@@ -82,7 +82,7 @@ __device__ __forceinline__ void widen_group(const RawGroup<In>& r, float (&x)[16
 // kvq::nvfp4_amax. 16-bit input: on the packed words (|.| of two elements per instruction, then
 // a max tree of bf16x2 / f16x2 maxima, which return the non-NaN operand as fmaxf does); exact,
 // since the maximum of 16-bit values is one of them. Half the instructions of the float tree,
-// and off the ALU pipe that bounds the write kernel (docs/perf-notes.md, v7).
+// and off the ALU pipe that bounds the write kernel (docs/kernel-design.md, v7).
 template <InputType In>
 __device__ __forceinline__ float group_amax(const RawGroup<In>& r, const float (&x)[16]) {
   if constexpr (In == InputType::f32) {

@@ -2,9 +2,9 @@
 // Thread q of a group dequantizes elements 4q..4q+3 of each side: 2 data bytes + 1 scale byte in
 // (the group's other threads read the neighbouring bytes of the same sectors: L1 merges them),
 // one 16-byte streaming store out. Consecutive threads store consecutive float4s, so one warp
-// store instruction writes 512 contiguous bytes of a [T, H, D] output with contiguous rows (the
-// earlier one-thread-per-group version stored 4 x 16 bytes per thread, and each warp store
-// instruction touched 32 pieces spread over 2 KiB: about 24% of copy bandwidth on the H200).
+// store instruction writes 512 contiguous bytes of a [T, H, D] output with contiguous rows (one
+// thread per group, storing 4 x 16 bytes, had each warp store instruction touch 32 pieces spread
+// over 2 KiB; docs/kernel-design.md).
 // Every value is kvq::nvfp4_dequantize(code, scale, k_scale) -- the one definition every reader
 // uses -- with its E2M1 decode done by byte permutes, so this reader agrees with the CPU one bit
 // for bit (tests/cuda_nvfp4/gpu_reader_test.cpp reads every code and scale byte).
@@ -33,7 +33,7 @@ __device__ __forceinline__ uint32_t load_codes(const uint8_t* p, int access) {
 // kvq::e2m1_to_float. Every E2M1 value is exact in bf16, so each is two bytes, the rest zero, and
 // byte permutes look them up: the magnitude m = code & 7 selects its exponent byte and the byte
 // after from two 8-entry tables, and the sign bit joins the exponent byte. 13 instructions for 4
-// values, against 7-9 a value for the arithmetic decode (docs/perf-notes.md, v13).
+// values, against 7-9 a value for the arithmetic decode (docs/kernel-design.md, v13).
 __device__ __forceinline__ void e2m1x4_to_float(uint32_t codes, float (&v)[4]) {
   const uint32_t m = codes & 0x7777u;  // a selector: nibble j picks byte m_j of {x, y}
   // m:          0     1     2     3     4     5     6     7
@@ -63,12 +63,13 @@ __global__ void __launch_bounds__(kReadBlockThreads)
   const uint32_t quarter = static_cast<uint32_t>(thread) & 3u;
   const ItemIndex ix = split_item(d.page, item);
   // Programmatic dependent launch (launch_programmatic), as the write: nothing the previous kernel
-  // on the stream wrote (slots, cache, output) is touched before the wait. Measured on the H200
-  // (docs/perf-notes.md, v17r): graph replays of reads +0.4 to +2.5 points of copy bandwidth.
+  // on the stream wrote (slots, cache, output) is touched before the wait (docs/kernel-design.md,
+  // v17r).
   //
   // The slot's line is asked into L2 before the wait, as the streaming write does (an L2 prefetch
   // returns nothing to the thread, so no stale value is read): every page load waits on the slot,
-  // and in a chain of reads that first DRAM trip then runs under the previous kernel's tail.
+  // and in a chain of reads that first DRAM trip then runs under the previous kernel's tail
+  // (docs/kernel-design.md, v44r).
   const void* slot_at = slot_address(d.slots, d.slots_are_i64, ix.token);
   asm volatile("prefetch.global.L2 [%0];" ::"l"(slot_at));
   asm volatile("griddepcontrol.wait;" ::: "memory");
@@ -121,10 +122,8 @@ __global__ void __launch_bounds__(kReadBlockThreads)
 
 }  // namespace
 
-// 128 threads a block, whatever the size. Measured on the H200 (docs/perf-notes.md, v26) against
-// 256 for reads of at least 33,792 threads: +0.3 to +2.2 points from T = 4096 in graph replay,
-// -0.1 to +2.0 in direct launches (4x128 T = 16384 68.6 -> 70.1%); 64 halves the speed of large
-// reads (each thread's work is short, and blocks start at a limited rate).
+// 128 threads a block, whatever the size: faster than 256, and 64 is far slower for large reads
+// (each thread's work is short, and blocks start at a limited rate) (docs/kernel-design.md, v26).
 LaunchShape read_launch_shape(uint32_t items) {
   return blocks_of(uint64_t{items} * kReadThreadsPerItem, kReadBlockThreads);
 }

@@ -2,12 +2,11 @@
 // (token, head) row, of K and V together or (kSides = 1) of one of them; the unit's 16-byte
 // loads are issued first. plan_write picks the mapping by write size (WriteSizeBars):
 //   - large writes, S even, 16-bit input: G = 2. The per-thread work (item split, slot load and
-//     split, page pointer, scale addresses) is shared by 64 elements instead of 32, 11% fewer
-//     instructions per element;
+//     split, page pointer, scale addresses) is shared by 64 elements instead of 32;
 //   - mid-size writes: G = 1, both sides. Twice the threads spread the same bytes over more SMs
 //     and warps;
 //   - writes too small to fill the GPU: G = 1, one side a thread. Such a write is bound by each
-//     thread's chain of dependent instructions, which this halves (docs/perf-notes.md, v6-v8).
+//     thread's chain of dependent instructions, which this halves (v6, v8).
 // One-group writes of up to one wave (as many items as the one-group grid holds resident) prefetch
 // their inputs and slots into L2 before the programmatic-launch wait (v12-v13, v18) and load them
 // evict-first (v11); larger one-group writes prefetch a block's inputs with bulk requests before
@@ -17,7 +16,8 @@
 // kernel_desc.h), compiled without the general paths' run-time tests (v36). A warp reads 32 x 32G
 // consecutive bytes of each side it holds and writes whole 32-byte sectors of data rows; every byte
 // is read once and written once (two groups a thread: the rows of padding and out-of-range slots
-// are not read at all).
+// are not read at all). The measurement behind each rule: docs/kernel-design.md, by its version
+// tag.
 #include <cuda_runtime.h>
 
 #include <string>
@@ -161,9 +161,9 @@ __device__ __forceinline__ void report_unusable_scale(const WriteKernelDesc& d, 
 // Two groups a thread (the writes of many waves): the slot first, and no input read for a row
 // that writes nothing. Such writes are bound by bandwidth, and an engine's padded batch (the
 // bench's 5% padding) would otherwise read bytes it never stores; the slot's latency hides
-// behind the other resident warps. Measured on the H200 (docs/perf-notes.md, v27): +2.1 to +3.8
-// points of copy in graph replay, +1.2 to +3.6 direct. One group a thread keeps its loads beside
-// the slot load: there the added latency cost up to 3.4 points (fewer waves to hide it in).
+// behind the other resident warps (docs/kernel-design.md, v27). One group a thread keeps its
+// loads beside the slot load: there the dependent load lengthens every thread's chain, with too
+// few waves to hide it in.
 template <InputType In, int G, int kSides, bool kStream>
 __device__ __forceinline__ bool load_unit(const WriteKernelDesc& d, const UnitPlan<kSides>& p,
                                           int side0, Unit<In, G, kSides>* u) {
@@ -259,16 +259,14 @@ __device__ __forceinline__ void prefetch_inputs(const WriteKernelDesc& d, const 
 // A block's inputs and slot lines, as block_prefetch says: kBlockRun, thread 0 asks for all its
 // items (values uniform across the block, so the compiler keeps them in uniform registers, as the
 // bulk request takes them); kTokenRuns, thread j for the block's part of its j-th token (a block
-// of n items touches at most n tokens). Only block_prefetch's own path runs: the other's per-thread
-// math in the same code cost every dense write 1 to 1.5 points (perf-notes, v41).
+// of n items touches at most n tokens). Only block_prefetch's own path runs: one shared path made
+// the block-run address per-thread and every dense write slower (docs/kernel-design.md, v41).
 //
 // The slots matter as much as the inputs: every store waits on its token's slot, and with the
 // inputs in L2 the slot's DRAM trip was the longest load left. Threads 0 and 1 ask for the lines
 // of the block's first and last tokens' slots (block_edge_token), which hold every slot of a
 // block of up to 17 tokens (wider blocks, 1x16 with 128 tokens a block, leave the lines between
-// to their threads' own loads). Measured on an H100 (docs/perf-notes.md,
-// v44w): graph replays +1.3 to +3.7 points (8x128 T = 4096 77.7 -> 80.6), direct launches -0.6
-// to -0.9 at T = 4096.
+// to their threads' own loads). docs/kernel-design.md, v44w.
 template <InputType In>
 __device__ __forceinline__ void prefetch_block_inputs(const WriteKernelDesc& d) {
   const uint32_t begin = blockIdx.x * blockDim.x;  // below d.page.items
@@ -311,18 +309,15 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   // The next kernel may launch once every block here has triggered; it waits for this grid in
   // turn. Triggered after the wait, its blocks take SMs as ours retire. Triggered before it
   // (kEarly: grids of at most one block per SM), a chain of small writes has three grids
-  // resident at once, the next prefetching while this one waits for the one before: measured on
-  // the H200 (docs/perf-notes.md, v13, v15), graph replays +7 to +20% from 1,024 to 16,384
-  // items; at two blocks per SM it loses whether a third grid fits or not (-1 to -8% at 32,768
-  // items; -17 to -25% at 65,536), so only below WriteSizeBars::early_max_items.
+  // resident at once, the next prefetching while this one waits for the one before. At two
+  // blocks per SM it loses whether a third grid fits or not, so only up to
+  // WriteSizeBars::early_max_items (docs/kernel-design.md, v13, v15).
   //
   // The unit's plan (item split, input and slot addresses) reads nothing, so it can be made
   // before the wait, while the previous kernel drains: after the wait a thread then issues its
-  // loads at once. Measured on an H100 (docs/perf-notes.md, v30), graph replays: two-group writes
-  // +0.7 to +1.0 points, one-wave (streaming) writes up to -1.8% in time (32x128 T = 256: 3.27 ->
-  // 3.21 us). The one-group writes of several waves plan after the wait: there ptxas hoists the
-  // wait above the plan anyway (no prefetch pins it), and the reordered code lost 0.6 points at
-  // 524,288 items while it won 0.5 at 262,144.
+  // loads at once (docs/kernel-design.md, v30). The one-group writes of several waves plan after
+  // the wait: there ptxas hoists the wait above the plan anyway (no prefetch pins it), and the
+  // reordered code measured slower.
   constexpr bool kPlanEarly = kStream || G == 2;
   UnitPlan<kSides> plan;
   if constexpr (kPlanEarly) {
@@ -332,7 +327,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
       // chain of writes, the write before). Only into L2, where every SM's writes land, so a line
       // fetched before the wait is never a stale copy of data that kernel writes; the loads after
       // the wait are the ones whose values count. Where that kernel made the inputs they are in
-      // L2 already and this costs two instructions. Measured: perf-notes, v12.
+      // L2 already and this costs two instructions (docs/kernel-design.md, v12).
 #pragma unroll
       for (int s = 0; s < kSides; ++s) asm volatile("prefetch.global.L2 [%0];" ::"l"(plan.src[s]));
       asm volatile("prefetch.global.L2 [%0];" ::"l"(plan.slot));
@@ -342,12 +337,9 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   if constexpr (G == 1 && kSides == 2 && !kStream) {
     // Writes of more than one wave, where each thread plans after the wait (below): bulk requests
     // for the block's inputs start its reads ahead of the threads' own loads, and before the wait
-    // (under the previous kernel's tail) in the first wave. Measured on an H100 against v38
-    // (docs/perf-notes.md, v39), graph replays: 8x128 at T = 4096 74.0 -> 76.3 points, 1x128 at
-    // T = 65536 83.1 -> 88.4; direct launches within their spread. One request a token for fused
-    // QKV views (v41): 4x128 at T = 16384 82.8 -> 88.9, direct -0.5 to -1.6. A prefetch by each
-    // thread of its own inputs lost in direct launches (v19), one a wave ahead lost everywhere
-    // (v33, v39).
+    // (under the previous kernel's tail) in the first wave: one a side, or one a side a token
+    // for fused QKV views (docs/kernel-design.md, v39, v41). A prefetch by each thread of its own
+    // inputs, and one a wave ahead, measured slower (v19, v33).
     prefetch_block_inputs<In>(d);
   }
   if constexpr (kEarly) asm volatile("griddepcontrol.launch_dependents;");
@@ -356,7 +348,7 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   if constexpr (!kPlanEarly) plan = plan_unit<In, G, kSides>(d, item, side0);
 
   // The unit's loads first: the scales' reciprocals below hold a call (the slow path of
-  // __frcp_rn) that the compiler does not move loads across (measured: 6% at T = 65536).
+  // __frcp_rn) that the compiler does not move loads across (docs/kernel-design.md, v6).
   Unit<In, G, kSides> u;
   if (!load_unit<In, G, kSides, kStream>(d, plan, side0, &u)) return;
   float global[kSides], inv_global[kSides];
@@ -475,10 +467,9 @@ LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
   if (desc.streaming_loads) return launch_shape(threads, num_sms);
   // More than one wave: small blocks (wave_block_threads: 64 or 128 threads). An SM frees a block's
   // slot only when all its warps are done; small blocks let the next ones start as soon as a few
-  // warps finish, inside a wave and in the last one. Measured on the H200 (docs/perf-notes.md,
-  // v26), 64 against 256: graph replays +0.1 to +3.3 points (8x128 T = 16384 81.4 -> 84.3, 32x128
-  // T = 4096 81.0 -> 84.3), direct launches -0.3 to +2.1. One-wave (streaming) writes mostly lose,
-  // up to 2.6 points, with small blocks, so they keep launch_shape's.
+  // warps finish, inside a wave and in the last one (docs/kernel-design.md, v26, v43). One-wave
+  // (streaming) writes, whose blocks all start at once, lose with small blocks, so they keep
+  // launch_shape's.
   return blocks_of(threads, wave_block_threads(desc));
 }
 
@@ -513,12 +504,9 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
       }
     }
   }
-  // Two groups a thread pay off once a write fills the GPU with them at least twice over:
-  // measured on the H200, G = 1 is faster up to 2^18 items (8 heads x 128 at T = 4096), G = 2
-  // from 2^20 (T = 16384) on, and loses at 2^19 too (4x128 at T = 16384; re-measured with v23's
-  // kernels: -3.6 to -6.3 points in graph replay; with v27's on an H100, v28: -2.0 to -3.7,
-  // perf-notes); the resident threads of the two-group kernel are 132 x 4 x 256 there, so the
-  // bar sits at 540,672 items.
+  // Two groups a thread pay off once a write fills the GPU with them at least twice over: G = 1
+  // is faster up to 2^19 items, G = 2 from 2^20 on (docs/kernel-design.md, v6, v28). With 132 SMs
+  // holding 4 blocks of 256 two-group threads each, the bar sits at 540,672 items.
   const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
   uint64_t pair_threads = 0;
   if (cudaError_t err = resident_threads(use_hw_e2m1, {2, 2, false, false}, sms, &pair_threads);
@@ -527,20 +515,16 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   }
   bars->pair_min_items = 2 * 2 * pair_threads;  // items = 2 x threads; two waves of threads
   // One side a thread while the split grid is at most two blocks of 256 per SM: such a write is
-  // bound by each thread's chain of dependent instructions, which splitting halves. Measured on
-  // the H200 (docs/perf-notes.md, v8): graph replays +6 to +17% up to 32,768 items, -6% at
-  // 65,536 (8x128 T=1024, 32x128 T=256), where the SMs' issue slots already bound.
+  // bound by each thread's chain of dependent instructions, which splitting halves. At two blocks
+  // per SM it loses: the SMs' issue slots already bound (docs/kernel-design.md, v8, v32).
   bars->split_max_items = sms * kMaxThreads;
   // Streaming (an L2 prefetch before the wait, then evict-first loads) while the one-group grid
   // is at most one wave: every block is resident at once, so in a chain of writes all of them
-  // prefetch under the previous write. Measured on the H200 (docs/perf-notes.md, v11-v12, v18),
-  // graph replays: evict-first +5 to +10% up to 65,536 items, within +-1.5% from 98,304 to
-  // 196,608, -10% in the two-group kernel (probably its four 16-byte loads a thread returning to
-  // a line L2 has already let go); the prefetch another +8 to +12% at 65,536 items (32x128 T=256:
-  // 3.50 us with neither, 3.02 with both) and +11 to +15% at 131,072 (one wave); at 1.5 waves
-  // (262,144) -1 to -3%, direct launches -3%: blocks of later waves start after the wait anyway.
-  // The 16-bit kernel's wave (5 blocks of 256 an SM: 168,960 items on the H200; f32's holds 4);
-  // one-group items = threads.
+  // prefetch under the previous write. Past one wave the prefetch loses (blocks of later waves
+  // start after the wait anyway), and evict-first loads lose in the two-group kernel (probably its
+  // four 16-byte loads a thread returning to a line L2 has already let go) (docs/kernel-design.md,
+  // v11, v12, v18). The 16-bit kernel's wave (5 blocks of 256 an SM: 168,960 items on 132 SMs;
+  // f32's holds 4); one-group items = threads.
   if (cudaError_t err =
           resident_threads(use_hw_e2m1, {1, 2, true, false, true}, sms, &bars->stream_max_items);
       err != cudaSuccess) {
