@@ -32,19 +32,21 @@ def pair(graph, direct):
 
 
 def grid(cases, cell, tokens):
-    """Rows (H, D, bs) in the run's order, one cell per T."""
+    """Rows (H x D, block_size, and the thread count of CPU runs) in the run's order, one cell
+    per T."""
     rows, order = {}, []
     for c in cases:
-        key = (c["shape"]["num_kv_heads"], c["shape"]["head_size"], c["block_size"])
-        if key not in rows:
-            rows[key] = {}
-            order.append(key)
-        rows[key][c["tokens"]] = cell(c)
+        label = f"{c['shape']['num_kv_heads']}x{c['shape']['head_size']}, {c['block_size']}"
+        if c.get("threads"):
+            label += f", {c['threads']} thread" + ("s" if c["threads"] != 1 else "")
+        if label not in rows:
+            rows[label] = {}
+            order.append(label)
+        rows[label][c["tokens"]] = cell(c)
     lines = ["| H x D, bs | " + " | ".join(f"T = {t}" for t in tokens) + " |",
              "|---|" + "---:|" * len(tokens)]
-    for h, d, bs in order:
-        cells = [rows[(h, d, bs)].get(t, "") for t in tokens]
-        lines.append(f"| {h}x{d}, {bs} | " + " | ".join(cells) + " |")
+    for label in order:
+        lines.append(f"| {label} | " + " | ".join(rows[label].get(t, "") for t in tokens) + " |")
     return "\n".join(lines)
 
 
