@@ -1,12 +1,11 @@
 #!/usr/bin/env bash
-# Everything kvq checks on a GPU machine, in one call (device time is scarce; never builds).
-# Run from the repository root with build/bin and build/lib made elsewhere and bundled
-# (../shared/design/gpu-workflow.md; carry build/bin, build/lib and build/test-plugins, whose
-# fixture plugins the demo tests load):   scripts/gpu_session.sh OUTDIR [STEPS]
+# Everything kvq checks on a GPU machine, in one call; it never builds. Run from the repository
+# root with build/bin, build/lib and build/test-plugins (whose fixture plugins the demo tests
+# load) built on another machine, the shared libraries they need copied into build/lib (the GPU
+# machine needs only the driver):   scripts/gpu_session.sh OUTDIR [STEPS]
 # STEPS: a comma list of tests,suite,bench,demo (default: all). Every step has its own time cap;
-# logs land in OUTDIR, one summary line per step goes to stdout, and OUTDIR/results.tgz packs it
-# all, bench and demo JSON included: the only file it leaves there, as the device tool returns at
-# most 8 files a call (loose copies beside an A/B's files once made it drop the tarball).
+# one summary line per step goes to stdout, and OUTDIR/results.tgz packs every log, bench and demo
+# JSON included: the only file it leaves in OUTDIR, so that one file carries a run back.
 set -uo pipefail
 out=${1:?usage: gpu_session.sh OUTDIR [STEPS]}
 steps=${2:-tests,suite,bench,demo}
@@ -25,7 +24,7 @@ if has tests; then  # every test binary, GPU tests included (CTest files hold th
   mkdir -p "$work/tests"
   for t in build/bin/*_test build/bin/*_tests; do
     name=$(basename "$t")
-    [[ $name == plugin_* ]] && continue  # fixture plugins and the install test stay on the build machine
+    [[ $name == plugin_* ]] && continue  # fixture plugins and the install test need the build tree
     has suite && [[ $name == cuda_nvfp4_gpu_tests ]] && continue  # the suite step runs it
     timeout 240 "$t" > "$work/tests/$name.log" 2>&1
     rc=$?

@@ -424,7 +424,7 @@ TEST(GpuPerf, DecodeGraphChainReport) {
 // around each, queued back to back as `kvq bench` does) a device-to-device cudaMemcpyAsync of the
 // same read + written bytes (the bench's same_size_copy) and the stand-in kernel (the write's
 // programmatic launch; blocks of kWaveBlockThreads, past one wave as every shape here is, though
-// one-group writes of dense inputs take kDenseWaveBlockThreads since v43;
+// one-group writes of dense inputs take kDenseWaveBlockThreads, docs/kernel-design.md, v43;
 // the one-group kernel's thread count; the write's bytes on the same rotated input sets; no
 // quantization), and in graph replay (16 a graph) the write and the stand-in again. Where the
 // stand-in reaches the memcpy and the write does not, the gap is the write's own work, not the
