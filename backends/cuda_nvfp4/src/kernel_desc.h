@@ -211,11 +211,9 @@ inline bool tokens_back_to_back(const WriteKernelDesc& d, int s) {
 
 // The block size of a write of more than one wave (write_launch_shape; plan_write's
 // block_prefetch counts on it; the kernel reads blockDim): 128 threads where one group a thread
-// reads K and V with their tokens back to back (tokens_back_to_back), else 64. Measured on an H100
-// against 64 everywhere (docs/perf-notes.md, v43): graph replays +0.5 to +1.1 points (8x128 T =
-// 4096 76.8 -> 77.8), direct launches about even. A block of 128 items spans two tokens of the main
-// shape, and with 128 fused QKV views (tokens apart) lost up to 2.8 points in direct launches,
-// two-group writes 0.2 to 0.3 in graph replay: those keep 64.
+// reads K and V with their tokens back to back (tokens_back_to_back), else 64. A block of 128
+// items spans two tokens of the main shape, and fused QKV views (tokens apart) and two-group
+// writes measured slower with 128, so those keep 64 (docs/kernel-design.md, v26, v43).
 inline unsigned wave_block_threads(const WriteKernelDesc& d) {
   const bool dense =
       d.groups_per_thread == 1 && tokens_back_to_back(d, 0) && tokens_back_to_back(d, 1);
@@ -247,10 +245,9 @@ KVQ_HD ItemIndex split_write_item(const WriteKernelDesc& d, uint32_t item) {
 // values whose step-4 divisors stay in the reciprocal window (fast_reciprocal), a cache of at most
 // 2^31 slots (32-bit slot division) and 8-byte aligned data runs. That kernel holds no
 // device-scale load, no __frcp_rn slow path, no 64-bit slot division and no narrow stores, and
-// none of the uniform tests that choose them. Only this mapping has one: in graph replay it
-// measured 3-4% faster for decode 32x128 T = 256 and 1x128 T = 16384 on the H200 and an H100,
-// 0 to 2.4% slower for 4x128 and 8x64 at T = 4096; the other mappings' common kernels were 1-4%
-// slower (docs/perf-notes.md, v35 and v36).
+// none of the uniform tests that choose them. Only this mapping has one: the other mappings'
+// common kernels measured slower, their warps waiting longer on their loads
+// (docs/kernel-design.md, v35, v36).
 KVQ_HD bool common_path_holds(const WriteKernelDesc& d) {
   return d.groups_per_thread == 1 && d.sides_per_thread == 2 && d.streaming_loads != 0 &&
          d.scale_ptr[0] == nullptr && d.scale_ptr[1] == nullptr && d.fast_reciprocal[0] != 0 &&

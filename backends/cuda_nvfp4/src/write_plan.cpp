@@ -359,10 +359,10 @@ Status plan_write(const WriteArgs& args, const Nvfp4LayoutDesc& layout,
   // Token runs (split_write_item) where the reader's order scatters a two-group warp's stores:
   // in HND pages, when its 64 / S rows are as many different heads of one token (H >= 64 / S),
   // each row's 8S data bytes a part of a line in its own head's region (S < 16). A run of 64 / S
-  // tokens of one head fills whole lines and one scale sector instead. Measured on the H200
-  // (docs/perf-notes.md, v22): +1.3 to +3.3 points at 8x128 and 32x128 from T = 16384; where the
-  // rows already share lines (H = 4, D = 64 with 16 rows a warp, D = 256), and in the one-group
-  // kernels, the runs' extra instructions cost 0.5 to 1.7 points, so those keep the reader's order.
+  // tokens of one head fills whole lines and one scale sector instead. Where the rows already
+  // share lines (H = 4, D = 64 with 16 rows a warp, D = 256), and in the one-group kernels, the
+  // runs' extra instructions cost more than they save, so those keep the reader's order
+  // (docs/kernel-design.md, v22).
   const int64_t warp_rows = 64 / layout.groups;
   d.run_log2 = 0;
   d.run_tokens = 0;
