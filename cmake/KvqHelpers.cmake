@@ -21,13 +21,15 @@ function(kvq_set_warnings target)
 endfunction()
 
 # kvq_add_backend(NAME SOURCES... [LINK libs...])
-# A backend plugin: a MODULE library in lib/kvq/plugins, hidden visibility, exporting only the
-# kvq_backend_entry alias, found beside libkvq_core at run time (RPATH $ORIGIN/../..).
+# A backend plugin: a MODULE library in lib/kvq/plugins, hidden visibility, exporting only
+# kvq_plugin_entry (kvq/abi/plugin.h), found beside libkvq_core at run time (RPATH $ORIGIN/../..).
+# It sees the C boundary (kvq::abi); LINK adds what its own code uses (kvq's in-tree backends link
+# kvq::core and kvq::layouts through their implementation libraries).
 function(kvq_add_backend name)
   cmake_parse_arguments(ARG "" "" "SOURCES;LINK" ${ARGN})
   set(target kvq_backend_${name})
   add_library(${target} MODULE ${ARG_SOURCES} ${ARG_UNPARSED_ARGUMENTS})
-  target_link_libraries(${target} PRIVATE kvq::core kvq::layouts ${ARG_LINK})
+  target_link_libraries(${target} PRIVATE kvq::abi ${ARG_LINK})
   set_target_properties(${target} PROPERTIES
     PREFIX "libkvq_"
     OUTPUT_NAME "${name}"

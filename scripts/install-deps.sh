@@ -16,6 +16,7 @@ packages=(
   python3 python3-matplotlib  # `kvq bench --plot`
   python3-numpy           # examples/make_kv.py
   clang-format
+  clang                   # tests build the example plugin with another compiler
 )
 
 sudo_cmd=()

@@ -13,7 +13,7 @@
 #include "bench_stats.h"
 #include "kvq/core/device_runtime.h"
 #include "kvq/core/kv_cache.h"
-#include "kvq/core/plugin_abi.h"
+#include "kvq/core/registry.h"
 
 namespace kvq::app::bench {
 

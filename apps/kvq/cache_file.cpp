@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "kvq/core/kv_cache.h"
+#include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
@@ -30,7 +31,7 @@ std::optional<float> recorded_scale(const SafetensorsFile& f, const char* key) {
   // one a read takes its slots from (load_cache_file has matched the config's format, nvfp4).
   if (text.empty() || end != text.c_str() + text.size() || !nvfp4_scale_usable(value)) {
     bad(fmt::format("{}: __metadata__ {} = '{}': {}", f.source(), key, message_text(text),
-                    kNvfp4ScaleRule));
+                    kScaleRule));
   }
   return value;
 }

@@ -12,7 +12,6 @@
 #include "commands.h"
 #include "kvq/core/file_io.h"
 #include "kvq/core/status.h"
-#include "kvq/layouts/nvfp4_page_layout.h"
 #include "kvq/layouts/page_svg.h"
 
 namespace kvq::app {
@@ -133,13 +132,16 @@ void print_locate(const Locate& loc, const PageLayout& layout, std::ostream& out
                      data + static_cast<uint64_t>(layout.data_bytes_per_group()) - 1, dr.name,
                      data - dr.offset);
   std::string where;
-  if (const auto* nv = dynamic_cast<const Nvfp4PageLayout*>(&layout)) {
-    const Nvfp4LayoutDesc& d = nv->descriptor();
-    const Nvfp4SideDesc& sd = d.side[static_cast<int>(loc.side)];
-    int64_t tp = 0, sp = 0;
-    ScaleArrangements::place(sd.scales, loc.token, loc.group, d.groups, tp, sp);
-    where = fmt::format("; (t', s') = ({}, {}) in the head's [{}, {}] tile, {}", tp, sp,
-                        d.block_size, d.groups, scale_arrangement_name(sd.scales));
+  {
+    // Where the byte sits in the head's [T, S] scale tile: undo the head's share of the side's
+    // affine map (kvq/abi/page.h); what is left is t' rows of scale_t4 bytes plus s'.
+    const kvq_page_desc& d = layout.descriptor();
+    const kvq_side_map& m = d.side[static_cast<int>(loc.side)];
+    const uint64_t rel =
+        scale - m.scale_base - static_cast<uint64_t>(loc.head) * static_cast<uint64_t>(m.scale_h);
+    where = fmt::format("; (t', s') = ({}, {}) in the head's [{}, {}] tile, {}", rel / m.scale_t4,
+                        rel % m.scale_t4, d.block_size, d.groups,
+                        kvq_scale_arrangement_name(d.scales[static_cast<int>(loc.side)]));
   }
   out << fmt::format("  scale  page offset {}  ({} + {}{})\n", scale, sr.name, scale - sr.offset,
                      where);

@@ -16,10 +16,6 @@
 
 namespace kvq {
 
-BuildFingerprint host_build_fingerprint() noexcept {
-  return KVQ_BUILD_FINGERPRINT;
-}
-
 namespace detail {
 namespace {
 
@@ -55,11 +51,13 @@ std::shared_ptr<const Library> open_library(const fs::path& canonical, std::stri
   std::lock_guard lock(open.mutex);
   if (auto it = open.by_file.find(canonical); it != open.by_file.end()) return it->second;
 
-  // rtld_local: plugins do not see each other's symbols; rtld_lazy: a plugin that needs a
-  // function this machine lacks (a CUDA driver entry point) can still load and probe.
+  // rtld_local: plugins do not see each other's symbols; rtld_now: a function the plugin needs
+  // and this machine lacks is a load error reported here, never a "symbol lookup error" that
+  // kills the host at the first call (the CUDA plugin links the runtime statically and finds the
+  // driver at run time, so it loads on machines without one).
   boost::dll::fs::error_code ec;
   auto library = std::make_shared<Library>(
-      canonical, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, ec);
+      canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   if (ec || !library->is_loaded()) {
     // Boost.DLL keeps dlopen's error in dlerror() (its own fallback checks make no dl calls).
     const char* text = dlerror();
@@ -75,31 +73,16 @@ std::shared_ptr<const Library> open_library(const fs::path& canonical, std::stri
   return library;
 }
 
-std::string or_null(const char* s) {
-  return s ? s : "(null)";
+// True when the object loaded at `base` is the library `handle` names.
+bool in_library(void* handle, const void* base) {
+  link_map* map = nullptr;
+  if (dlinfo(handle, RTLD_DI_LINKMAP, &map) != 0 || map == nullptr) return false;
+  Dl_info info{};
+  return dladdr(reinterpret_cast<const void*>(map->l_ld), &info) != 0 && info.dli_fbase == base;
 }
 
-bool same(const char* a, const char* b) {
-  return a && b && std::strcmp(a, b) == 0;
-}
-
-std::string describe(const BuildFingerprint& f) {
-  return fmt::format("{} / {} / kvq {}", or_null(f.compiler), or_null(f.cxx_abi),
-                     or_null(f.kvq_version));
-}
-
-// True when `address` lies in the same loaded object as `anchor`: the value of a Boost.DLL alias
-// must point into the library that exports it (a plain function named kvq_backend_entry would
-// be read as a pointer and give garbage).
-bool same_object(const void* anchor, const void* address) {
-  Dl_info a{}, b{};
-  return dladdr(anchor, &a) != 0 && dladdr(address, &b) != 0 && a.dli_fbase == b.dli_fbase;
-}
-
-// True when `address` lies in an executable segment of a loaded object: an alias of a variable
-// (KVQ_DEFINE_BACKEND(descriptor) instead of a function) points into data, and calling it would
-// crash the host; and a plain function exported as kvq_backend_entry lies in code, where an
-// alias (a variable holding a pointer) never does.
+// True when `address` lies in an executable segment of a loaded object: a variable exported under
+// the entry's name lies in data, and calling it would crash the host.
 bool in_executable_segment(const void* address) {
   struct Query {
     uintptr_t address;
@@ -122,31 +105,39 @@ bool in_executable_segment(const void* address) {
   return query.executable;
 }
 
-// Whether the exported symbol at `symbol` can be the variable BOOST_DLL_ALIAS defines: a
-// pointer-sized, pointer-aligned data object outside any executable segment. Decided from the
-// symbol table and the program headers alone, never by reading the bytes at `symbol`: a plain
-// function exported under the alias's name would otherwise have its machine code read as a
-// pointer (a misaligned read of code, undefined behaviour).
-bool looks_like_alias_variable(const void* symbol, const char* name) {
-  const auto at = reinterpret_cast<uintptr_t>(symbol);
-  if (at % alignof(const void*) != 0 || in_executable_segment(symbol)) return false;
-#if defined(RTLD_DL_SYMENT)  // glibc's dladdr1; elsewhere the checks above are all there is
-  Dl_info info{};
-  void* found = nullptr;
-  if (dladdr1(symbol, &info, &found, RTLD_DL_SYMENT) == 0) return false;
-  const auto* entry = static_cast<const ElfW(Sym)*>(found);
-  // dladdr1 names the dynamic symbol nearest `symbol`; when that is another name for the same
-  // address, the checks above are all there is to go on.
-  if (!entry || !info.dli_sname || std::strcmp(info.dli_sname, name) != 0) return true;
-  // (ELF32_ST_TYPE is the same macro.)
-  return ELF64_ST_TYPE(entry->st_info) == STT_OBJECT && entry->st_size == sizeof(const void*);
-#else
-  (void)name;
-  return true;
-#endif
+// Host callbacks handed to every plugin's init: one line a call, into kvq's logger.
+void log_line(void*, int32_t level, const char* message) {
+  if (message == nullptr) return;
+  const std::string text = message_text(message, 4096);
+  switch (level) {
+    case KVQ_LOG_TRACE: KVQ_LOG_TRACE("{}", text); break;
+    case KVQ_LOG_DEBUG: KVQ_LOG_DEBUG("{}", text); break;
+    case KVQ_LOG_INFO: KVQ_LOG_INFO("{}", text); break;
+    case KVQ_LOG_WARN: KVQ_LOG_WARN("{}", text); break;
+    default: KVQ_LOG_ERROR("{}", text); break;
+  }
+}
+
+int32_t log_enabled(void*, int32_t level) {
+  const auto spd = level <= KVQ_LOG_TRACE  ? spdlog::level::trace
+                   : level == KVQ_LOG_DEBUG ? spdlog::level::debug
+                   : level == KVQ_LOG_INFO  ? spdlog::level::info
+                   : level == KVQ_LOG_WARN  ? spdlog::level::warn
+                                            : spdlog::level::err;
+  return logger().should_log(spd) ? 1 : 0;
+}
+
+std::string error_text(const kvq_error& err) {
+  return err.message != nullptr ? message_text(err.message, 1024) : std::string("(no message)");
 }
 
 }  // namespace
+
+const kvq_host& host_callbacks() {
+  static const kvq_host host{sizeof(kvq_host), KVQ_PLUGIN_ABI_VERSION, nullptr, &log_line,
+                             &log_enabled};
+  return host;
+}
 
 LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
   LoadResult result;
@@ -165,85 +156,70 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
   auto library = open_library(canonical, &why);
   if (!library) return fail(why);
 
-  constexpr const char* kEntry = "kvq_backend_entry";
-  if (!library->has(kEntry)) {
+  // A plain C function: whatever compiled the plugin, its address is the entry point. It must
+  // lie in this library's code (a variable of that name, or one found in another library, is
+  // not called).
+  constexpr const char* kEntry = KVQ_PLUGIN_ENTRY_NAME;
+  void* symbol = dlsym(library->native(), kEntry);
+  if (symbol == nullptr) {
     return fail(std::string("no ") + kEntry +
-                " symbol: not a kvq plugin (export one with KVQ_DEFINE_BACKEND)");
+                " function: not a kvq plugin (export one with KVQ_PLUGIN_EXPORT_ENTRY; plugins "
+                "of kvq 0.1 exported kvq_backend_entry, ABI 1: rebuild against this kvq)");
   }
-  // BOOST_DLL_ALIAS exports a variable holding the function's address. The symbol itself is
-  // checked to be such a variable before its bytes are read as a pointer.
-  const auto not_an_alias = [&] {
-    return fail(std::string(kEntry) +
-                " is not a Boost.DLL alias into this library (export it with "
-                "KVQ_DEFINE_BACKEND)");
-  };
-  const void* alias_variable = dlsym(library->native(), kEntry);
-  if (!alias_variable || !looks_like_alias_variable(alias_variable, kEntry)) return not_an_alias();
-  const void* target = nullptr;
-  std::memcpy(&target, alias_variable, sizeof target);
-  if (!target || !same_object(alias_variable, target)) return not_an_alias();
-  auto* entry = reinterpret_cast<PluginEntryFn*>(const_cast<void*>(target));
-  if (!in_executable_segment(target)) {
-    return fail(std::string(kEntry) +
-                " points at data, not at a function (KVQ_DEFINE_BACKEND takes the function that "
-                "returns the descriptor)");
+  Dl_info where{};
+  if (dladdr(symbol, &where) == 0 || where.dli_fbase == nullptr ||
+      !in_library(library->native(), where.dli_fbase) || !in_executable_segment(symbol)) {
+    return fail(std::string(kEntry) + " is not a function of this library");
   }
-
-  const PluginDescriptor* d = nullptr;
-  try {
-    d = entry();
-  } catch (const std::exception& e) {
-    return fail(std::string(kEntry) + " threw: " + e.what());
-  } catch (...) {
-    return fail(std::string(kEntry) + " threw an unknown exception");
-  }
-  if (!d) return fail(std::string(kEntry) + " returned null");
+  auto entry = reinterpret_cast<kvq_plugin_entry_fn>(symbol);
+  const kvq_plugin* p = entry();
+  if (p == nullptr) return fail(std::string(kEntry) + " returned null");
 
   // The ABI version is the one field whose position every version agrees on: read it before
   // anything else, and touch nothing else when it differs.
-  if (d->abi_version != kPluginAbiVersion) {
+  if (p->abi_version != KVQ_PLUGIN_ABI_VERSION) {
     return fail(fmt::format("plugin ABI {}, host ABI {} (rebuild the plugin against this kvq)",
-                            d->abi_version, kPluginAbiVersion));
+                            p->abi_version, KVQ_PLUGIN_ABI_VERSION));
   }
-
-  // std::string, std::optional and vtables cross the boundary from here on: host and plugin must
-  // agree on compiler family, C++ library ABI and kvq version.
-  const BuildFingerprint host = host_build_fingerprint();
-  if (!same(d->build.compiler, host.compiler) || !same(d->build.cxx_abi, host.cxx_abi) ||
-      !same(d->build.kvq_version, host.kvq_version)) {
-    return fail(fmt::format("build fingerprint mismatch: plugin built with {}, host with {}",
-                            describe(d->build), describe(host)));
+  if (p->struct_size < sizeof(kvq_plugin)) {
+    return fail(fmt::format("kvq_plugin is {} bytes, ABI {} has {}: a damaged or hand-made "
+                            "descriptor",
+                            p->struct_size, KVQ_PLUGIN_ABI_VERSION, sizeof(kvq_plugin)));
   }
-
-  if (!d->name || d->name[0] == '\0') return fail("descriptor has no name");
-  const std::string name = d->name;
-  if (!d->probe || !d->create_writer || !d->create_reader) {
+  if (!p->name || p->name[0] == '\0') return fail("descriptor has no name");
+  const std::string name = message_text(p->name, 64);
+  if (!p->init || !p->probe || !p->create_writer || !p->create_reader) {
     return fail(fmt::format("plugin '{}': descriptor lacks {}", name,
-                            !d->probe           ? "probe"
-                            : !d->create_writer ? "create_writer"
+                            !p->init            ? "init"
+                            : !p->probe         ? "probe"
+                            : !p->create_writer ? "create_writer"
                                                 : "create_reader"));
   }
 
-  ProbeResult probe;
-  const Status probed = d->probe(&probe);
-  if (!probed) {
+  kvq_error err{};
+  if (p->init(&host_callbacks(), &err) != KVQ_OK) {
+    return fail(fmt::format("plugin '{}': init failed: {}", name, error_text(err)));
+  }
+  kvq_probe probe{};
+  if (p->probe(&probe, &err) != KVQ_OK) {
     return fail(fmt::format("plugin '{}': probe failed: {}: {}", name,
-                            error_code_name(probed.code()), probed.message()));
+                            error_code_name(static_cast<ErrorCode>(err.code)), error_text(err)));
   }
 
   auto plugin = std::make_shared<LoadedPlugin>();
   plugin->library = std::move(library);
-  plugin->descriptor = d;
+  plugin->plugin = p;
   plugin->info.name = name;
-  plugin->info.version = d->version ? d->version : "";
+  plugin->info.version = p->version ? message_text(p->version, 64) : "";
   plugin->info.file = file;
-  plugin->info.formats = d->formats ? d->formats : "";
-  plugin->info.layouts = d->layouts ? d->layouts : "";
-  plugin->info.available = probe.available;
+  plugin->info.formats = p->formats ? message_text(p->formats, 256) : "";
+  plugin->info.layouts = p->layouts ? message_text(p->layouts, 256) : "";
+  plugin->info.input_dtypes = p->input_dtypes ? message_text(p->input_dtypes, 256) : "";
+  plugin->info.available = probe.available != 0;
   plugin->info.score = probe.score;
-  plugin->info.reason = probe.reason;
+  plugin->info.reason = probe.reason ? message_text(probe.reason, 512) : "";
   KVQ_LOG_DEBUG("plugin {} {} loaded from {}: {}", name, plugin->info.version, file.string(),
-                probe.available ? "available" : "unavailable: " + probe.reason);
+                plugin->info.available ? "available" : "unavailable: " + plugin->info.reason);
   result.plugin = std::move(plugin);
   return result;
 }

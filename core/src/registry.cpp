@@ -7,8 +7,11 @@
 #include <cstdlib>
 #include <string_view>
 
+#include "kvq/core/contract.h"
 #include "kvq/core/logging.h"
+#include "kvq/core/plugin_glue.h"
 #include "plugin_loader.h"
+#include "plugin_objects.h"
 
 namespace kvq {
 namespace {
@@ -43,45 +46,75 @@ const PluginInfo& Backend::info() const {
 
 namespace {
 
-// Calls a factory and wraps what it made in a shared_ptr whose deleter (host code, never
-// unloaded) destroys it through its virtual destructor while holding the plugin: an object
-// keeps its library's code alive for as long as it lives.
-template <class T, class Factory>
-std::shared_ptr<T> make_object(const std::shared_ptr<const LoadedPlugin>& plugin, Factory factory,
-                               const BackendOptions& options, const char* what) {
-  T* raw = nullptr;
-  const Status s = factory(options, &raw);
-  if (!s) {
-    throw Error(s.code(),
-                fmt::format("backend '{}' ({}): cannot create a {}: {}", plugin->info.name,
-                            plugin->info.file.string(), what, s.message()),
-                s.key());
-  }
-  if (!raw) {
-    throw Error(ErrorCode::internal,
-                fmt::format("backend '{}' ({}): create_{} reported success but returned no {}",
-                            plugin->info.name, plugin->info.file.string(), what, what));
-  }
-  return std::shared_ptr<T>(raw, [keep = plugin](T* object) { delete object; });
+[[noreturn]] void refused(const LoadedPlugin& plugin, const char* what, const kvq_error& err) {
+  const Status s = detail::to_status(err);
+  throw Error(s.code(),
+              fmt::format("backend '{}' ({}): cannot create a {}: {}", plugin.info.name,
+                          plugin.info.file.string(), what, s.message()),
+              s.key());
 }
+
+[[noreturn]] void returned_nothing(const LoadedPlugin& plugin, const char* what) {
+  throw Error(ErrorCode::internal,
+              fmt::format("backend '{}' ({}): create_{} reported success but returned no {}",
+                          plugin.info.name, plugin.info.file.string(), what, what));
+}
+
+// The C options for `options`: the page descriptor is the host's, validated once here.
+struct CrossingOptions {
+  PageLayout layout;
+  kvq_backend_options c{};
+
+  explicit CrossingOptions(const BackendOptions& o) : layout(PageLayout::from_spec(o.cache)) {
+    c.struct_size = sizeof(kvq_backend_options);
+    c.page = &layout.descriptor();
+    c.has_device = o.device.has_value() ? 1 : 0;
+    c.device = o.device ? to_abi(*o.device) : kvq_device{kDLCPU, 0};
+    c.threads = o.threads;
+  }
+};
 
 }  // namespace
 
 std::shared_ptr<KVCacheWriter> Backend::make_writer(const BackendOptions& options) const {
-  return make_object<KVCacheWriter>(plugin_, plugin_->descriptor->create_writer, options, "writer");
+  const CrossingOptions o(options);
+  kvq_writer* raw = nullptr;
+  kvq_error err{};
+  if (plugin_->plugin->create_writer(&o.c, &raw, &err) != KVQ_OK) {
+    refused(*plugin_, "writer", err);
+  }
+  if (raw == nullptr || raw->ops == nullptr || raw->ops->requirements(raw) == nullptr) {
+    returned_nothing(*plugin_, "writer");
+  }
+  return detail::wrap_writer(plugin_, raw, o.layout);
 }
 
 std::shared_ptr<KVCacheReader> Backend::make_reader(const BackendOptions& options) const {
-  return make_object<KVCacheReader>(plugin_, plugin_->descriptor->create_reader, options, "reader");
+  const CrossingOptions o(options);
+  kvq_reader* raw = nullptr;
+  kvq_error err{};
+  if (plugin_->plugin->create_reader(&o.c, &raw, &err) != KVQ_OK) {
+    refused(*plugin_, "reader", err);
+  }
+  if (raw == nullptr || raw->ops == nullptr || raw->ops->requirements(raw) == nullptr) {
+    returned_nothing(*plugin_, "reader");
+  }
+  return detail::wrap_reader(plugin_, raw, o.layout);
 }
 
 std::shared_ptr<DeviceRuntime> Backend::make_runtime(const BackendOptions& options) const {
-  if (!plugin_->descriptor->create_runtime) {
+  if (plugin_->plugin->create_runtime == nullptr) {
     // Host memory: core's process-wide runtime, not owned.
     return std::shared_ptr<DeviceRuntime>(&host_runtime(), [](DeviceRuntime*) {});
   }
-  return make_object<DeviceRuntime>(plugin_, plugin_->descriptor->create_runtime, options,
-                                    "runtime");
+  const CrossingOptions o(options);
+  kvq_runtime* raw = nullptr;
+  kvq_error err{};
+  if (plugin_->plugin->create_runtime(&o.c, &raw, &err) != KVQ_OK) {
+    refused(*plugin_, "runtime", err);
+  }
+  if (raw == nullptr || raw->ops == nullptr) returned_nothing(*plugin_, "runtime");
+  return detail::wrap_runtime(plugin_, raw);
 }
 
 // ---- where plugins are searched -----------------------------------------------------------------

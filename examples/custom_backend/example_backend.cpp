@@ -1,314 +1,249 @@
-// A complete, minimal kvq backend plugin, built out of tree against an installed kvq:
+// A complete kvq backend plugin on the C boundary alone (kvq/abi/plugin.h, through the C++ helpers
+// of kvq/abi/plugin_cpp.h), built out of tree against an installed kvq:
 //
 //   cmake -S . -B build -DCMAKE_PREFIX_PATH=<kvq prefix> && cmake --build build
 //   cmake --install build --prefix <where plugins go>
 //   KVQ_PLUGIN_PATH=<where plugins go>/lib/kvq/plugins kvq backends
-// (installed into kvq's own prefix, it is found without KVQ_PLUGIN_PATH: see CMakeLists.txt).
 //
-// It writes the NVFP4 cache the config describes by calling the layouts library's
-// nvfp4_quantize_group() on every 16-element group, one group at a time on one thread: an
-// example of the plugin contract, not of speed (use reference_cpu or cuda_nvfp4 for that).
-// Every function the host calls is noexcept and reports failure as a kvq::Status; every
-// argument is checked before anything is read through it or written, as any backend must.
-#include <fmt/ranges.h>  // fmt::join
-
-#include <algorithm>
+// It links no kvq library and needs no spdlog, fmt or Boost: headers of kvq and the standard
+// library only, C++17, any compiler. It writes NVFP4 pages one 16-element group at a time on one
+// thread, an example of the boundary, not of speed (reference_cpu and cuda_nvfp4 are the fast
+// ones), and its bytes equal reference_cpu's (tests/plugin/example_backend_test.cpp).
+//
+// The host checks the whole write/read contract (shapes, dtypes, slots, scales, buffers apart:
+// docs/plugins.md, "The contract") and what the writer declares in kvq_requirements before a
+// call crosses, so write() and read() below check nothing and trust their arguments.
+#include <cstdint>
 #include <cstring>
-#include <memory>
-#include <span>
 #include <string>
-#include <utility>
-#include <vector>
 
-#include "kvq/core/logging.h"
-#include "kvq/core/plugin_abi.h"
-#include "kvq/core/slot_mapping.h"
-#include "kvq/layouts/layout_factory.h"
-#include "kvq/layouts/nvfp4_quantize.h"
-#include "kvq/layouts/nvfp4_scale_refusal.h"
+#include "kvq/abi/plugin_cpp.h"          // kvq_plugin, DLTensor, kvq_page_desc; kvq::abi helpers
+#include "kvq/layouts/nvfp4_quantize.h"  // header-only: docs/format.md's steps 1-6, no library
 
 namespace {
 
-using kvq::DType;
-using kvq::ErrorCode;
-using kvq::slot_at;
-using kvq::Status;
-using kvq::TensorView;
+// ---- reading DLTensors -------------------------------------------------------------------------
 
-// Element (t, h, d) of a [T, H, D] bf16 or f32 view, as float (bf16 widens exactly).
-float element(const TensorView& x, int64_t t, int64_t h, int64_t d) {
-  const int64_t i = t * x.stride(0) + h * x.stride(1) + d * x.stride(2);
-  if (x.dtype == DType::f32) return x.ptr<const float>()[i];
-  const uint32_t bits = static_cast<uint32_t>(x.ptr<const uint16_t>()[i]) << 16;
-  float f;
-  std::memcpy(&f, &bits, sizeof f);
-  return f;
+// Stride of dimension d in elements. DLPack allows strides == NULL for a compact row-major tensor.
+int64_t stride(const DLTensor& x, int d) {
+  if (x.strides != nullptr) return x.strides[d];
+  int64_t s = 1;
+  for (int k = x.ndim - 1; k > d; --k) s *= x.shape[k];
+  return s;
 }
 
-// The checks. Each throws a kvq::Error that says which argument, what it found and what was
-// expected (catch_as_status hands it to the host as a Status). They all run before a slot or an
-// element is read and before a byte is written, so a refused call changes nothing.
-constexpr int64_t kAny = -1;  // in an expected shape: any size >= 0 (num_tokens)
-
-[[noreturn]] void refuse(const std::string& message) {
-  throw kvq::Error(ErrorCode::invalid_argument, message);
+const char* bytes(const DLTensor& x) {
+  return static_cast<const char*>(x.data) + x.byte_offset;
 }
 
-// `x` must be a host view of `shape` (kAny: any size; `dims` names the sizes) and one of
-// `dtypes`, with non-negative strides (contiguous where asked) and aligned data: then every
-// element it names lies in memory its caller gave.
-void expect(const TensorView& x, const char* name, const char* dims, std::vector<int64_t> shape,
-            std::vector<DType> dtypes, bool contiguous = false) {
-  if (x.device != kvq::Device::cpu()) {
-    refuse(fmt::format("{}: on {}: expected host memory (cpu), the example runs on the CPU", name,
-                       kvq::to_string(x.device)));
+// Element i (an offset in elements) of a bf16 or f32 tensor, as float32: bf16 widens exactly.
+float element(const DLTensor& x, int64_t i) {
+  if (x.dtype.code == kDLFloat && x.dtype.bits == 32) {
+    float f;
+    std::memcpy(&f, bytes(x) + i * 4, 4);
+    return f;
   }
-  if (x.ndim != std::ssize(shape)) {
-    refuse(fmt::format("{}: {} dimensions: expected {} {}", name, x.ndim, shape.size(), dims));
+  if (x.dtype.code == kDLBfloat && x.dtype.bits == 16) {
+    uint16_t h;
+    std::memcpy(&h, bytes(x) + i * 2, 2);
+    const uint32_t widened = static_cast<uint32_t>(h) << 16;
+    float f;
+    std::memcpy(&f, &widened, 4);
+    return f;
   }
-  const std::span<const int64_t> found(x.shape.data(), shape.size());
-  const std::span<const int64_t> strides(x.strides.data(), shape.size());
-  for (size_t i = 0; i < shape.size(); ++i) {
-    if (found[i] != shape[i] && (shape[i] != kAny || found[i] < 0)) {
-      std::string want;
-      for (const int64_t n : shape) {
-        want += (want.empty() ? "" : ", ") + (n == kAny ? "*" : std::to_string(n));
-      }
-      refuse(fmt::format("{}: shape [{}]: expected {} = [{}]", name, fmt::join(found, ", "), dims,
-                         want));
-    }
-  }
-  if (std::ranges::find(dtypes, x.dtype) == dtypes.end()) {
-    std::string want;
-    for (const DType d : dtypes) want += (want.empty() ? "" : " or ") + std::string(dtype_name(d));
-    refuse(fmt::format("{}: dtype {}: expected {}", name, dtype_name(x.dtype), want));
-  }
-  if (std::ranges::any_of(strides, [](int64_t n) { return n < 0; })) {
-    refuse(fmt::format("{}: strides [{}]: expected each >= 0", name, fmt::join(strides, ", ")));
-  }
-  if (contiguous && !x.is_contiguous()) {
-    refuse(fmt::format("{}: strides [{}]: expected contiguous", name, fmt::join(strides, ", ")));
-  }
-  if ((x.data == nullptr && x.numel() > 0) ||
-      reinterpret_cast<uintptr_t>(x.data) % kvq::dtype_size(x.dtype) != 0) {
-    refuse(fmt::format("{}: data {}: expected a non-null pointer aligned to {} bytes", name, x.data,
-                       kvq::dtype_size(x.dtype)));
-  }
+  // Unreachable: the host let only the dtypes of kNeeds through.
+  throw kvq::abi::Failure{KVQ_ERR_INTERNAL, "example_nvfp4: an input dtype it did not declare", ""};
 }
 
-// The cache is written (or read) in place: no other argument may share its bytes.
-void expect_apart(const TensorView& a, const char* a_name, const TensorView& b,
-                  const char* b_name) {
-  if (kvq::share_memory(a, b)) {
-    refuse(fmt::format("{} and {} share memory: expected separate buffers", a_name, b_name));
+// slot_mapping[t] of an int64 or int32 [num_tokens] tensor; < 0 is padding.
+int64_t slot_at(const DLTensor& slots, int64_t t) {
+  const char* p = bytes(slots) + t * stride(slots, 0) * (slots.dtype.bits / 8);
+  if (slots.dtype.bits == 64) {
+    int64_t v;
+    std::memcpy(&v, p, 8);
+    return v;
   }
+  int32_t v;
+  std::memcpy(&v, p, 4);
+  return v;
 }
 
-void expect_cache(const TensorView& cache, const kvq::PageLayout& layout) {
-  const auto [blocks, page_bytes] = layout.cache_shape();
-  expect(cache, "cache", "[num_blocks, page_bytes]", {blocks, page_bytes}, {DType::u8},
-         /*contiguous=*/true);
-}
+// ---- what the writer and reader need beyond the host's contract --------------------------------
 
-// Read only after expect(slots, ...) passed. Negative slots are padding.
-void expect_slots_in_cache(const TensorView& slots, const kvq::PageGeometry& g) {
-  const int64_t capacity = g.num_blocks * g.block_size;
-  for (int64_t t = 0; t < slots.size(0); ++t) {
-    if (const int64_t slot = slot_at(slots, t); slot >= capacity) {
-      throw kvq::Error(ErrorCode::out_of_range,
-                       fmt::format("slot_mapping[{}] = {}: expected < {}", t, slot, capacity));
-    }
-  }
-}
+// kvq_requirements::input_dtypes: one bit (1 << kvq_dtype) per key/value dtype it reads.
+constexpr uint32_t kBf16 = 1u << KVQ_DTYPE_BF16, kF32 = 1u << KVQ_DTYPE_F32;
 
-void expect_scale(float scale, const char* name) {
-  if (!kvq::nvfp4_scale_usable(scale)) {
-    refuse(kvq::nvfp4_scale_refusal(name, scale));
-  }
-}
+const kvq_requirements kNeeds{
+    sizeof(kvq_requirements),
+    {kDLCPU, 0},   // every tensor in host memory
+    kBf16 | kF32,  // key, value dtypes; the host refuses f16: "expected bf16, f32"
+    1,             // row_alignment: no alignment beyond the element's
+    0,             // flags: any non-negative strides, host slot values (checked by the host)
+};
 
-// What the example writes from: checked before a single byte is written.
-void check(const kvq::WriteArgs& a, const kvq::PageLayout& layout) {
-  const kvq::PageGeometry& g = layout.geometry();
-  const char* rows = "[num_tokens, num_kv_heads, head_size]";
-  expect(a.key, "key", rows, {kAny, g.num_kv_heads, g.head_size}, {DType::bf16, DType::f32});
-  const int64_t tokens = a.key.size(0);
-  expect(a.value, "value", rows, {tokens, g.num_kv_heads, g.head_size}, {a.key.dtype});
-  expect(a.slot_mapping, "slot_mapping", "[num_tokens]", {tokens}, {DType::i64, DType::i32});
-  expect_cache(a.cache, layout);
-  expect_apart(a.key, "key", a.cache, "cache");
-  expect_apart(a.value, "value", a.cache, "cache");
-  expect_apart(a.slot_mapping, "slot_mapping", a.cache, "cache");
-  expect_slots_in_cache(a.slot_mapping, g);
-  if (const auto r = kvq::find_repeated_slot(a.slot_mapping)) {  // two tokens racing for one slot
-    refuse(
-        fmt::format("slot_mapping[{}] = {}: the same slot as slot_mapping[{}]: expected each "
-                    "slot at most once per write",
-                    r->index, r->slot, r->first));
-  }
-  if (a.k_scale_ptr || a.v_scale_ptr) {
-    refuse(fmt::format("{}: set: expected null (the example reads k_scale and v_scale)",
-                       a.k_scale_ptr ? "k_scale_ptr" : "v_scale_ptr"));
-  }
-  expect_scale(a.k_scale, "k_scale");
-  expect_scale(a.v_scale, "v_scale");
-}
+// ---- the writer: [T, H, D] rows -> the pages slot_mapping names --------------------------------
 
-// What the example reads: the same checks, and outputs apart from the cache, the slots and each
-// other.
-void check(const kvq::ReadArgs& a, const kvq::PageLayout& layout) {
-  const kvq::PageGeometry& g = layout.geometry();
-  expect_cache(a.cache, layout);
-  expect(a.slot_mapping, "slot_mapping", "[num_tokens]", {kAny}, {DType::i64, DType::i32});
-  const int64_t tokens = a.slot_mapping.size(0);
-  for (const auto& [x, name] : {std::pair{a.key, "key"}, std::pair{a.value, "value"}}) {
-    expect(x, name, "[num_tokens, num_kv_heads, head_size]", {tokens, g.num_kv_heads, g.head_size},
-           {DType::f32}, /*contiguous=*/true);
-    expect_apart(x, name, a.cache, "cache");
-    expect_apart(x, name, a.slot_mapping, "slot_mapping");
-  }
-  expect_apart(a.key, "key", a.value, "value");
-  expect_slots_in_cache(a.slot_mapping, g);
-  expect_scale(a.k_scale, "k_scale");
-  expect_scale(a.v_scale, "v_scale");
-}
-
-class ExampleWriter final : public kvq::KVCacheWriter {
+class Writer {
  public:
-  explicit ExampleWriter(std::unique_ptr<kvq::PageLayout> layout) : layout_(std::move(layout)) {}
+  // A copy: the descriptor the options point at lives only for the create_writer call.
+  explicit Writer(const kvq_page_desc& page) : page_(page) {}
 
-  Status write(const kvq::WriteArgs& a) noexcept override {
-    return kvq::catch_as_status([&] {
-      check(a, *layout_);
-      const kvq::PageGeometry& g = layout_->geometry();
-      auto* cache = a.cache.ptr<uint8_t>();  // [num_blocks, page_bytes]
-      float group[kvq::kNvfp4GroupSize];
-      for (int64_t t = 0; t < a.key.size(0); ++t) {
-        const int64_t slot = slot_at(a.slot_mapping, t);
-        if (slot < 0) continue;  // padding
-        uint8_t* page = cache + (slot / g.block_size) * layout_->page_bytes();
-        const int64_t row = slot % g.block_size;
-        for (kvq::Side side : {kvq::Side::k, kvq::Side::v}) {
-          const TensorView& x = side == kvq::Side::k ? a.key : a.value;
-          const float global =
-              kvq::nvfp4_global_scale(side == kvq::Side::k ? a.k_scale : a.v_scale);
-          for (int64_t h = 0; h < g.num_kv_heads; ++h) {
-            for (int64_t q = 0; q < layout_->groups(); ++q) {
-              for (int i = 0; i < kvq::kNvfp4GroupSize; ++i) {
-                group[i] = element(x, t, h, q * kvq::kNvfp4GroupSize + i);
-              }
-              const kvq::Nvfp4Group out = kvq::nvfp4_quantize_group(group, global);
-              std::memcpy(page + layout_->data_offset(side, row, h, q), out.data, sizeof out.data);
-              page[layout_->scale_offset(side, row, h, q)] = out.scale;
+  const kvq_requirements& requirements() const { return kNeeds; }
+
+  // May run on several threads at once (kvq/core/kv_cache.h): it keeps no state but page_.
+  void write(const kvq_write_args& a) {
+    const DLTensor* rows[2] = {a.key, a.value};  // [num_tokens, num_kv_heads, head_size]
+    // Host memory (kNeeds.device): a scale pointer, when given, is read here.
+    const float scale[2] = {a.k_scale_ptr ? *a.k_scale_ptr : a.k_scale,
+                            a.v_scale_ptr ? *a.v_scale_ptr : a.v_scale};
+    // [num_blocks, page_bytes], contiguous (the host checked it against page_).
+    auto* cache = static_cast<uint8_t*>(a.cache->data) + a.cache->byte_offset;
+    const int64_t num_tokens = a.key->shape[0];
+    float group[kvq::kNvfp4GroupSize];
+    for (int64_t i = 0; i < num_tokens; ++i) {
+      const int64_t slot = slot_at(*a.slot_mapping, i);
+      if (slot < 0) continue;  // padding: nothing written
+      uint8_t* page = cache + static_cast<uint64_t>(slot / page_.block_size) * page_.page_bytes;
+      const auto t = static_cast<uint32_t>(slot % page_.block_size);  // the token's row in its page
+      for (int side = 0; side < 2; ++side) {                          // 0 = K, 1 = V
+        const DLTensor& x = *rows[side];
+        const kvq_side_map* m = &page_.side[side];
+        const float global = kvq::nvfp4_global_scale(scale[side]);
+        for (uint32_t h = 0; h < page_.num_kv_heads; ++h) {
+          for (uint32_t g = 0; g < page_.groups; ++g) {  // S = head_size / 16 groups
+            const int64_t first =
+                i * stride(x, 0) + h * stride(x, 1) + g * kvq::kNvfp4GroupSize * stride(x, 2);
+            for (int e = 0; e < kvq::kNvfp4GroupSize; ++e) {
+              group[e] = element(x, first + e * stride(x, 2));
             }
+            const kvq::Nvfp4Group q = kvq::nvfp4_quantize_group(group, global);
+            // page.h places the group: 8 data bytes in the head row, one scale byte.
+            std::memcpy(page + kvq_data_offset(m, t, h) + g * kvq::kNvfp4GroupBytes, q.data,
+                        kvq::kNvfp4GroupBytes);
+            page[kvq_scale_offset(m, t, h, g)] = q.scale;
           }
         }
       }
-    });
+    }
   }
-  const kvq::PageLayout& layout() const noexcept override { return *layout_; }
-  kvq::Device device() const noexcept override { return kvq::Device::cpu(); }
-  Status take_out_of_range_slots(int64_t* count) noexcept override {
-    if (count == nullptr) return {ErrorCode::invalid_argument, "count: null, expected an int64_t*"};
-    *count = 0;  // out-of-range slots are refused before writing
-    return Status::ok();
-  }
+
+  // Slot values live on the host, where the host refuses any past the cache: none skipped here.
+  void take_out_of_range_slots(int64_t* count) { *count = 0; }
 
  private:
-  std::unique_ptr<kvq::PageLayout> layout_;
+  kvq_page_desc page_;
 };
 
-// Dequantizes with nvfp4_dequantize(), the one definition every reader shares.
-class ExampleReader final : public kvq::KVCacheReader {
- public:
-  explicit ExampleReader(std::unique_ptr<kvq::PageLayout> layout) : layout_(std::move(layout)) {}
+// ---- the reader: pages -> [T, H, D] f32 rows, zeros for padding --------------------------------
 
-  Status read(const kvq::ReadArgs& a) noexcept override {
-    return kvq::catch_as_status([&] {
-      check(a, *layout_);
-      const kvq::PageGeometry& g = layout_->geometry();
-      const auto* cache = a.cache.ptr<const uint8_t>();
-      for (int64_t t = 0; t < a.slot_mapping.size(0); ++t) {
-        const int64_t slot = slot_at(a.slot_mapping, t);
-        for (kvq::Side side : {kvq::Side::k, kvq::Side::v}) {
-          float* out = (side == kvq::Side::k ? a.key : a.value).ptr<float>() +
-                       t * g.num_kv_heads * g.head_size;
-          const float scale = side == kvq::Side::k ? a.k_scale : a.v_scale;
-          for (int64_t e = 0; e < g.num_kv_heads * g.head_size; ++e) {
-            if (slot < 0) {
-              out[e] = 0.0f;
-              continue;
+class Reader {
+ public:
+  explicit Reader(const kvq_page_desc& page) : page_(page) {}
+
+  const kvq_requirements& requirements() const { return kNeeds; }
+
+  void read(const kvq_read_args& a) {
+    const DLTensor* out[2] = {a.key, a.value};  // f32 [num_tokens, num_kv_heads, head_size]
+    const float scale[2] = {a.k_scale, a.v_scale};
+    const auto* cache = static_cast<const uint8_t*>(a.cache->data) + a.cache->byte_offset;
+    for (int64_t i = 0; i < a.slot_mapping->shape[0]; ++i) {
+      const int64_t slot = slot_at(*a.slot_mapping, i);
+      const uint8_t* page =
+          slot < 0 ? nullptr
+                   : cache + static_cast<uint64_t>(slot / page_.block_size) * page_.page_bytes;
+      const auto t = static_cast<uint32_t>(slot < 0 ? 0 : slot % page_.block_size);
+      for (int side = 0; side < 2; ++side) {
+        const DLTensor& y = *out[side];
+        const kvq_side_map* m = &page_.side[side];
+        for (uint32_t h = 0; h < page_.num_kv_heads; ++h) {
+          for (uint32_t d = 0; d < page_.head_size; ++d) {
+            float v = 0.0f;
+            if (page != nullptr) {
+              const uint8_t pair = page[kvq_data_offset(m, t, h) + d / 2];
+              const auto code =
+                  static_cast<uint8_t>(d % 2 == 0 ? pair & 0x0F : pair >> 4);  // even: low
+              const uint8_t sf = page[kvq_scale_offset(m, t, h, d / kvq::kNvfp4GroupSize)];
+              v = kvq::nvfp4_dequantize(code, sf, scale[side]);  // the one definition
             }
-            const int64_t h = e / g.head_size, d = e % g.head_size, q = d / kvq::kNvfp4GroupSize;
-            const uint8_t* page = cache + (slot / g.block_size) * layout_->page_bytes();
-            const int64_t row = slot % g.block_size;
-            const uint8_t byte = page[layout_->data_offset(side, row, h, q) + (d % 16) / 2];
-            const uint8_t code = d % 2 == 0 ? (byte & 0x0F) : (byte >> 4);
-            out[e] =
-                kvq::nvfp4_dequantize(code, page[layout_->scale_offset(side, row, h, q)], scale);
+            const int64_t at = i * stride(y, 0) + h * stride(y, 1) + d * stride(y, 2);
+            std::memcpy(static_cast<char*>(y.data) + y.byte_offset + at * 4, &v, 4);
           }
         }
       }
-    });
+    }
   }
-  const kvq::PageLayout& layout() const noexcept override { return *layout_; }
-  kvq::Device device() const noexcept override { return kvq::Device::cpu(); }
 
  private:
-  std::unique_ptr<kvq::PageLayout> layout_;
+  kvq_page_desc page_;
 };
 
-// Host memory only: refuse any other device up front, with the reason.
-Status check_options(const kvq::BackendOptions& options) {
-  if (options.device && options.device->is_cuda()) {
-    return {ErrorCode::unavailable,
-            "device " + kvq::to_string(*options.device) + ": the example runs on cpu only"};
+// ---- the plugin --------------------------------------------------------------------------------
+
+// What create_writer and create_reader refuse: the host validated the page itself, not whether
+// this backend writes its format or runs on the device asked for.
+void check_options(const kvq_backend_options& o) {
+  if (o.page->format != KVQ_FORMAT_NVFP4) {
+    throw kvq::abi::Failure{KVQ_ERR_INVALID_ARGUMENT,
+                            std::string("cache.format ") + kvq_format_name(o.page->format) +
+                                ": example_nvfp4 writes nvfp4 pages only",
+                            "cache.format"};
   }
-  if (options.cache.format != "nvfp4") {
-    return {ErrorCode::invalid_argument,
-            "cache.format '" + options.cache.format + "': the example writes nvfp4 only"};
+  if (o.has_device != 0 && o.device.type != kDLCPU) {
+    throw kvq::abi::Failure{
+        KVQ_ERR_UNAVAILABLE,
+        "device cuda:" + std::to_string(o.device.id) + ": example_nvfp4 runs on the cpu only",
+        "device"};
   }
-  return Status::ok();
 }
 
-Status probe(kvq::ProbeResult* out) noexcept {
-  out->available = true;
-  out->score = 1;  // below reference_cpu (10): `backend: auto` never picks an example
+int32_t init(const kvq_host* host, kvq_error* err) {
+  return kvq::abi::keep_host(host, err);  // for kvq::abi::log
+}
+
+int32_t probe(kvq_probe* out, kvq_error*) {
+  out->available = 1;
+  out->score = 1;  // below reference_cpu (10): `backend: auto` never picks the example
   out->reason = "single-threaded CPU example";
-  return Status::ok();
+  return KVQ_OK;
 }
 
-Status create_writer(const kvq::BackendOptions& options, kvq::KVCacheWriter** out) noexcept {
-  return kvq::catch_as_status([&] {
-    kvq::throw_if_error(check_options(options));
-    *out = new ExampleWriter(kvq::make_layout(options.cache));
-    KVQ_LOG_DEBUG("example_nvfp4: writer for {} pages", options.cache.num_blocks);
+int32_t create_writer(const kvq_backend_options* o, kvq_writer** out, kvq_error* err) {
+  return kvq::abi::guard(err, [&] {
+    check_options(*o);
+    if (kvq::abi::log_enabled(KVQ_LOG_DEBUG)) {  // the line is built only when it is printed
+      kvq::abi::log(KVQ_LOG_DEBUG, "example_nvfp4: writer for " +
+                                       std::to_string(o->page->num_blocks) + " pages of " +
+                                       std::to_string(o->page->page_bytes) + " bytes");
+    }
+    *out = kvq::abi::new_writer<Writer>(*o->page);  // last: nothing after it can fail
   });
 }
 
-Status create_reader(const kvq::BackendOptions& options, kvq::KVCacheReader** out) noexcept {
-  return kvq::catch_as_status([&] {
-    kvq::throw_if_error(check_options(options));
-    *out = new ExampleReader(kvq::make_layout(options.cache));
+int32_t create_reader(const kvq_backend_options* o, kvq_reader** out, kvq_error* err) {
+  return kvq::abi::guard(err, [&] {
+    check_options(*o);
+    *out = kvq::abi::new_reader<Reader>(*o->page);
   });
 }
 
-const kvq::PluginDescriptor* entry() {
-  static const kvq::PluginDescriptor descriptor{
-      kvq::kPluginAbiVersion,  // always first
-      KVQ_BUILD_FINGERPRINT,   // compiler, C++ ABI, kvq version this was built against
+const kvq_plugin* entry() {
+  static const kvq_plugin plugin{
+      KVQ_PLUGIN_ABI_VERSION,  // always first: the one field the loader compares
+      sizeof(kvq_plugin),
       "example_nvfp4",
       "1.0.0",
-      "nvfp4",
-      "HND,NHD x linear,sm100_swizzled",
+      "nvfp4",                            // formats, for `kvq backends`
+      "HND,NHD x linear,sm100_swizzled",  // every layout page.h describes
+      "bf16,f32",                         // the words for kNeeds.input_dtypes
+      &init,
       &probe,
       &create_writer,
       &create_reader,
-      nullptr,  // no DeviceRuntime: host memory, the host's own runtime
+      nullptr,  // create_runtime: host memory, the host's own runtime
   };
-  return &descriptor;
+  return &plugin;
 }
 
 }  // namespace
 
-KVQ_DEFINE_BACKEND(entry)
+KVQ_PLUGIN_EXPORT_ENTRY(entry)

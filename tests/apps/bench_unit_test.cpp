@@ -523,7 +523,8 @@ TEST(BenchRunner, ACaseTooLargeForSixtyFourBitSizesFailsBeforeAllocating) {
   f.runtime.fail_allocate = true;  // a buffer asked for fails the case with another message
   const CaseResult r = runner.run({1, int64_t{1} << 58, 4, 16, 0});
   EXPECT_EQ(r.error,
-            "T=16 H=1 D=288230376151711744: its inputs, slots and pages need more than 2^62 bytes");
+            "one page of block_size 4 x num_kv_heads 1 x head_size 288230376151711744 needs 2^32 "
+            "bytes or more (pages use 32-bit offsets)");
   EXPECT_FALSE(r.write);
 }
 

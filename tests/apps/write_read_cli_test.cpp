@@ -12,6 +12,7 @@
 #include <string>
 
 #include "kvq/core/safetensors.h"
+#include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "kvq/reference_cpu/reference_writer.h"
@@ -534,7 +535,7 @@ TEST_F(WriteReadCli, ReadEscapesCacheMetadataInItsOneLineError) {
   r = read("scale.safetensors");
   expect_failure(r, 2,
                  path("scale.safetensors") +
-                     ": __metadata__ k_scale = '1\\r\\x1b[1Akvq: forged': " + kNvfp4ScaleRule);
+                     ": __metadata__ k_scale = '1\\r\\x1b[1Akvq: forged': " + kScaleRule);
   EXPECT_EQ(r.err.find('\x1b'), std::string::npos) << r.err;
   EXPECT_FALSE(fs::exists(path("out.safetensors")));
 }
@@ -564,7 +565,7 @@ TEST_F(WriteReadCli, ReadRefusesHandMadeCacheFilesNamingTheFault) {
     save_safetensors(path(name),
                      {{"kv_cache", make_view(bytes.data(), DType::u8, {kBlocks, kPage})}}, m);
   };
-  const std::string rule = kNvfp4ScaleRule;
+  const std::string rule = kScaleRule;
   with("v_scale", "-0.5", "negative_v.safetensors");
   expect_failure(read("negative_v.safetensors"), 2,
                  path("negative_v.safetensors") + ": __metadata__ v_scale = '-0.5': " + rule);

@@ -52,26 +52,18 @@ TEST(TensorView, DtypeNamesAndSizes) {
   EXPECT_EQ(to_string(Device::cuda(2)), "cuda:2");
 }
 
-// Only the geometry and page size matter to cache_view(); 3 blocks of 4608 bytes, so swapped
-// dimensions show.
-class FakeLayout final : public PageLayout {
- public:
-  std::string format() const override { return "fake"; }
-  const PageGeometry& geometry() const override { return geometry_; }
-  uint64_t page_bytes() const override { return 4608; }
-  int64_t group_size() const override { return 16; }
-  int64_t data_bytes_per_group() const override { return 8; }
-  uint64_t data_offset(Side, int64_t, int64_t, int64_t) const override { return 0; }
-  uint64_t scale_offset(Side, int64_t, int64_t, int64_t) const override { return 0; }
-  std::vector<Region> regions() const override { return {}; }
-  std::map<std::string, std::string> metadata() const override { return {}; }
-
- private:
-  PageGeometry geometry_{3, 16, 8, 128};
-};
+// Only the geometry and page size matter to cache_view(): 3 blocks of 16 tokens x 2 heads x
+// head_size 128 in NVFP4 are 3 pages of 4608 bytes, so swapped dimensions show.
+PageLayout three_pages() {
+  CacheSpec spec;
+  spec.num_blocks = 3;
+  spec.num_kv_heads = 2;
+  spec.head_size = 128;
+  return PageLayout::from_spec(spec);
+}
 
 TEST(TensorView, CacheViewIsBlocksByPageBytesU8) {
-  const FakeLayout layout;
+  const PageLayout layout = three_pages();
   EXPECT_EQ(layout.cache_shape(), (std::array<int64_t, 2>{3, 4608}));
   uint8_t byte = 0;
   const TensorView v = cache_view(layout, &byte, Device::cuda(1));

@@ -1,12 +1,12 @@
-// The kernels' sums-of-products addressing (kernel_desc.h SideAddressing) equals the layouts
-// library's descriptor offsets for every (side, token, head, group) of many layouts; and the
-// FastDivmod the kernels divide with equals integer division.
+// The kernels' addressing (kernel_desc.h SideAddressing: the page descriptor's maps with the group
+// division done by FastDivmod) equals the host layout's offsets for every (side, token, head,
+// group) of many layouts; and the FastDivmod the kernels divide with equals integer division.
 #include <gtest/gtest.h>
 
 #include <memory>
 #include <random>
 
-#include "kvq/layouts/nvfp4_page_layout.h"
+#include "kvq/core/page_layout.h"
 #include "write_plan.h"
 
 namespace kvq::cuda_nvfp4 {
@@ -26,27 +26,28 @@ TEST(Addressing, EqualsTheDescriptorForEveryPositionOfManyLayouts) {
               spec.num_kv_heads = H;
               spec.head_size = D;
               spec.layout = {order, k_arr, v_arr};
-              std::unique_ptr<Nvfp4PageLayout> layout;
+              std::unique_ptr<PageLayout> layout;
               try {
-                layout = std::make_unique<Nvfp4PageLayout>(spec);
+                layout = std::make_unique<PageLayout>(PageLayout::from_spec(spec));
               } catch (const Error&) {  // a geometry the arrangement cannot hold
                 ++refused;
                 continue;
               }
-              const Nvfp4LayoutDesc& d = layout->descriptor();
+              const PageLayout& d = *layout;
               PageAddressing p;
-              ASSERT_TRUE(make_page_addressing(d, &p).is_ok());
+              ASSERT_TRUE(make_page_addressing(d.descriptor(), &p).is_ok());
+              const Side sides[2] = {Side::k, Side::v};
               for (int s = 0; s < 2; ++s) {
                 for (int64_t t = 0; t < T; ++t) {
                   for (int64_t h = 0; h < H; ++h) {
                     for (int64_t g = 0; g < D / 16; ++g) {
                       const auto tt = static_cast<uint32_t>(t), hh = static_cast<uint32_t>(h),
                                  gg = static_cast<uint32_t>(g);
-                      ASSERT_EQ(p.side[s].data_offset(tt, hh, gg), d.data_offset(s, t, h, g))
+                      ASSERT_EQ(p.side[s].data_offset(tt, hh, gg), d.data_offset(sides[s], t, h, g))
                           << spec.layout.order << " T" << T << " H" << H << " D" << D << " side "
                           << s << " t" << t << " h" << h << " g" << g;
                       ASSERT_EQ(p.side[s].scale_offset(tt, hh, p.side[s].scale_group_term(gg)),
-                                d.scale_offset(s, t, h, g))
+                                d.scale_offset(sides[s], t, h, g))
                           << order << " K " << k_arr << " V " << v_arr << " T" << T << " H" << H
                           << " D" << D << " side " << s << " t" << t << " h" << h << " g" << g;
                     }
@@ -64,19 +65,17 @@ TEST(Addressing, EqualsTheDescriptorForEveryPositionOfManyLayouts) {
   EXPECT_GT(refused, 0);  // the sm100_swizzled rule was met (block_size or head_size / 16 % 4)
 }
 
-TEST(Addressing, PageOfFourGiBOrMoreIsRefused) {
-  Nvfp4LayoutDesc d{};
-  d.page_bytes = uint64_t{1} << 32;
-  d.block_size = 1 << 20;
-  d.num_heads = 64;
-  d.head_size = 128;
-  d.groups = 8;
+TEST(Addressing, OtherFormatsAreRefusedAtTheFormatKey) {
+  kvq_page_desc d{};
+  int32_t side = 0;
+  ASSERT_EQ(kvq_page_desc_init(&d, KVQ_FORMAT_FP8_E4M3, KVQ_ORDER_HND, KVQ_SCALES_NONE,
+                               KVQ_SCALES_NONE, 4, 16, 8, 128, &side),
+            KVQ_PAGE_OK);
   PageAddressing p;
   const Status s = make_page_addressing(d, &p);
   EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
-  EXPECT_EQ(s.message(),
-            "page_bytes 4294967296 >= 2^32: cuda_nvfp4 addresses a page with 32-bit offsets "
-            "(block_size 1048576 x num_kv_heads 64 x head_size 128 is too large)");
+  EXPECT_EQ(s.key(), "cache.format");
+  EXPECT_EQ(s.message(), "cuda_nvfp4 writes nvfp4 pages, not fp8_e4m3");
 }
 
 TEST(FastDivmod, EqualsIntegerDivision) {

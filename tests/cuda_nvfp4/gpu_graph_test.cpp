@@ -30,7 +30,7 @@ TEST(GpuGraph, CapturedWriteReplaysToTheSameBytesAsADirectLaunch) {
     const bool capture_first = i % 2 == 0;
     SCOPED_TRACE(c.describe() + ", capture mode " + capture_mode_name(mode) +
                  (capture_first ? ", captured write first on its stream" : ", direct write first"));
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 400 + i);
     auto writer = make_writer(c.spec);
     ASSERT_TRUE(writer);
@@ -101,7 +101,7 @@ TEST(GpuGraph, EveryTakeCountsTheReplaysOfACapturedWrite) {
   std::mt19937_64 rng(79);
   WriteCase c = random_case(rng, 0);
   c.slots[0] = c.spec.num_blocks * c.spec.block_size;  // one out-of-range token a write
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   auto writer = make_writer(c.spec);
   ASSERT_TRUE(writer);
   Stream stream;  // non-blocking
@@ -135,7 +135,7 @@ TEST(GpuGraph, RefusedWriteInsideACaptureLeavesTheCaptureIntact) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(78);
   WriteCase c = random_case(rng, 0);
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 501);
   std::vector<uint8_t> want = initial;
   reference_write(c, want);
@@ -175,7 +175,7 @@ TEST(GpuGraph, CapturedReadReplaysToTheSameBitsAsADirectRead) {
     WriteCase c = random_case(rng, i * 7);
     const cudaStreamCaptureMode mode = kModes[i];
     SCOPED_TRACE(c.describe() + ", capture mode " + capture_mode_name(mode));
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const int64_t T = c.tokens, H = c.spec.num_kv_heads, D = c.spec.head_size;
     auto writer = make_writer(c.spec);
     auto reader = make_reader(c.spec);
@@ -220,7 +220,7 @@ TEST(GpuGraph, ErrorLeftOverFromEarlierWorkIsNotBlamedOnTheWrite) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(80);
   WriteCase c = random_case(rng, 2);
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 700);
   std::vector<uint8_t> want = initial;
   reference_write(c, want);

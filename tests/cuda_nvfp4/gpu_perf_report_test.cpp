@@ -90,7 +90,7 @@ void make_workload(const Shape& s, Workload* w) {
   w->spec.layout = {s.order, s.k_scales, s.v_scales};
   const int64_t pages = (s.T + s.block_size - 1) / s.block_size;
   w->spec.num_blocks = pages + pages / 16 + 1;
-  const Nvfp4PageLayout layout(w->spec);
+  const PageLayout layout = PageLayout::from_spec(w->spec);
   w->cache = DeviceBuffer(layout.cache_bytes());
   check_cuda(cudaMemset(w->cache.get(), 0, layout.cache_bytes()), "memset cache");
   const size_t set_bytes = static_cast<size_t>(2 * s.T * s.H * s.D * 2);

@@ -22,7 +22,7 @@ bool same_bits_or_both_nan(float a, float b) {
 // The CPU reader's values for the case's tokens from `cache` (host bytes): key then value, each
 // [T, H, D] contiguous.
 std::vector<float> cpu_read(const WriteCase& c, const std::vector<uint8_t>& cache) {
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   const int64_t H = c.spec.num_kv_heads, D = c.spec.head_size, T = c.tokens;
   BackendOptions o;
   o.cache = c.spec;
@@ -93,7 +93,7 @@ TEST(GpuReader, DequantizesTheSameBitsAsTheCpuReader) {
   for (int i = 0; i < 24; ++i) {
     WriteCase c = random_case(rng, i * 5);
     SCOPED_TRACE(c.describe());
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const int64_t H = c.spec.num_kv_heads, D = c.spec.head_size, T = c.tokens;
     auto writer = make_writer(c.spec);
     auto reader = make_reader(c.spec);
@@ -144,7 +144,7 @@ TEST(GpuReader, EveryCodeAndScaleByteReadsAsTheCpuReaderReadsIt) {
     std::iota(c.slots.begin(), c.slots.end(), 0);
     std::shuffle(c.slots.begin(), c.slots.end(), rng);
     SCOPED_TRACE(c.describe());
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const std::vector<uint8_t> cache = poison(layout.cache_bytes(), 1234);
     DeviceCase d = upload_case(c, cache);
     ASSERT_FALSE(HasFatalFailure());
@@ -203,7 +203,7 @@ TEST(GpuReader, NarrowlyAlignedCachesWriteAndReadTheReferenceValues) {
       c.slots[3] = -1;
       SCOPED_TRACE(c.describe() + ", cache pointer + " + std::to_string(offset));
 
-      const Nvfp4PageLayout layout(c.spec);
+      const PageLayout layout = PageLayout::from_spec(c.spec);
       const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 77 + offset);
       std::vector<uint8_t> want = initial;
       reference_write(c, want);
@@ -225,7 +225,7 @@ TEST(GpuReader, PaddingReadsZerosAndSlotsPastTheCacheReadNaN) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(31);
   WriteCase c = random_case(rng, 0);
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   const int64_t H = c.spec.num_kv_heads, D = c.spec.head_size;
   auto reader = make_reader(c.spec);
   ASSERT_TRUE(reader);

@@ -355,8 +355,8 @@ WriteCase random_case(std::mt19937_64& rng, int index, const CaseShape* shape) {
 // ----------------------------------------------------------------------------------
 
 void reference_write(const WriteCase& c, std::vector<uint8_t>& cache) {
-  const Nvfp4PageLayout layout(c.spec);
-  const Nvfp4LayoutDesc& d = layout.descriptor();
+  const PageLayout layout = PageLayout::from_spec(c.spec);
+  const kvq_page_desc& d = layout.descriptor();
   const int64_t num_slots = d.num_blocks * d.block_size;
   const float global[2] = {nvfp4_global_scale(c.k_scale), nvfp4_global_scale(c.v_scale)};
   float x[16];
@@ -366,12 +366,13 @@ void reference_write(const WriteCase& c, std::vector<uint8_t>& cache) {
     uint8_t* page = cache.data() + static_cast<uint64_t>(slot / d.block_size) * d.page_bytes;
     const int64_t t = slot % d.block_size;
     for (int side = 0; side < 2; ++side) {
-      for (int64_t h = 0; h < d.num_heads; ++h) {
-        for (int64_t g = 0; g < d.groups; ++g) {
+      const auto sd = static_cast<Side>(side);
+      for (int64_t h = 0; h < d.num_kv_heads; ++h) {
+        for (int64_t g = 0; g < layout.groups(); ++g) {
           for (int e = 0; e < 16; ++e) x[e] = c.element(side, i, h, g * 16 + e);
           const Nvfp4Group q = nvfp4_quantize_group(x, global[side]);
-          std::memcpy(page + d.data_offset(side, t, h, g), q.data, 8);
-          page[d.scale_offset(side, t, h, g)] = q.scale;
+          std::memcpy(page + layout.data_offset(sd, t, h, g), q.data, 8);
+          page[layout.scale_offset(sd, t, h, g)] = q.scale;
         }
       }
     }
@@ -524,7 +525,7 @@ std::vector<uint8_t> poison(size_t bytes, uint64_t seed) {
 }
 
 std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
-                          const Nvfp4LayoutDesc& layout) {
+                          const kvq_page_desc& layout) {
   if (got.size() != want.size()) {
     return fmt::format("cache sizes differ: {} vs {}", got.size(), want.size());
   }
@@ -548,7 +549,7 @@ std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uin
 }
 
 std::string compare_cache(const DeviceCase& d, const std::vector<uint8_t>& want,
-                          const Nvfp4LayoutDesc& layout) {
+                          const kvq_page_desc& layout) {
   std::vector<uint8_t> all(d.guarded_cache.bytes());  // one copy: guards and cache
   if (std::string e = download_bytes(d.guarded_cache, 0, all.size(), all.data()); !e.empty()) {
     return e;
@@ -568,7 +569,7 @@ std::string compare_cache(const DeviceCase& d, const std::vector<uint8_t>& want,
 }
 
 std::string write_differs_from_reference(const WriteCase& c, uint64_t seed, size_t cache_offset) {
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   const std::vector<uint8_t> initial = poison(layout.cache_bytes(), seed);
   std::vector<uint8_t> want = initial;
   reference_write(c, want);

@@ -16,7 +16,7 @@
 #include "cuda_writer.h"
 #include "kvq/core/cache_spec.h"
 #include "kvq/core/kv_cache.h"
-#include "kvq/layouts/nvfp4_page_layout.h"
+#include "kvq/core/page_layout.h"
 #include "require_gpu.h"
 
 namespace kvq::cuda_nvfp4::test {
@@ -180,11 +180,11 @@ std::vector<uint8_t> poison(size_t bytes, uint64_t seed);
 // "" when equal, else the first differing byte explained (page, region, offset, both values)
 // and the number of differing bytes.
 std::string compare_cache(const std::vector<uint8_t>& got, const std::vector<uint8_t>& want,
-                          const Nvfp4LayoutDesc& layout);
+                          const kvq_page_desc& layout);
 // The same for the device cache of `d` (downloaded), which also fails when a byte of either guard
 // band changed: "" only when the cache equals `want` and nothing landed outside it.
 std::string compare_cache(const DeviceCase& d, const std::vector<uint8_t>& want,
-                          const Nvfp4LayoutDesc& layout);
+                          const kvq_page_desc& layout);
 
 // The check most GPU tests make: `c` written by a fresh cuda_nvfp4 writer into a cache of
 // poison(seed) bytes whose pointer is `cache_offset` (0..8) bytes past an aligned one

@@ -47,7 +47,7 @@ TEST(GpuWriterOrder, ReadsWhatTheKernelBeforeItWrote) {
     b.device_scales = true;
     const WriteCase a = other_inputs(b);
     SCOPED_TRACE(b.describe());
-    const Nvfp4PageLayout layout(b.spec);
+    const PageLayout layout = PageLayout::from_spec(b.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 77);
     std::vector<uint8_t> want = initial, from_a = initial;
     reference_write(b, want);

@@ -46,7 +46,7 @@ TEST(GpuWriterSlots, OutOfRangeAndNegativeSlotsAreSkippedAndCounted) {
     for (int64_t s : c.slots) expected_out_of_range += s >= num_slots ? 1 : 0;
     ASSERT_GT(expected_out_of_range, 0);
 
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 31);
     std::vector<uint8_t> want = initial;
     reference_write(c, want);  // skips both kinds
@@ -72,7 +72,7 @@ TEST(GpuWriterSlots, AllSlotsOutOfRangeWritesNothing) {
   WriteCase c = random_case(rng, 3);
   const int64_t num_slots = c.spec.num_blocks * c.spec.block_size;
   for (size_t i = 0; i < c.slots.size(); ++i) c.slots[i] = num_slots + static_cast<int64_t>(i);
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 32);
   auto writer = make_writer(c.spec);
   ASSERT_TRUE(writer);
@@ -91,7 +91,7 @@ TEST(GpuWriterSlots, GuardBandsShowABytePutJustOutsideTheCache) {
   KVQ_REQUIRE_CUDA_DEVICE();
   std::mt19937_64 rng(7);
   const WriteCase c = random_case(rng, 0);
-  const Nvfp4PageLayout layout(c.spec);
+  const PageLayout layout = PageLayout::from_spec(c.spec);
   const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 33);
   for (const size_t offset : {size_t{0}, size_t{1}, size_t{8}}) {
     SCOPED_TRACE("cache pointer + " + std::to_string(offset));

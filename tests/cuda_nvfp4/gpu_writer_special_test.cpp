@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "gpu_test_support.h"
+#include "kvq/core/scale_rule.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::cuda_nvfp4::test {
@@ -197,17 +198,16 @@ TEST(GpuWriterSpecial, WorkedVectorsGiveTheDocumentedBytes) {
     shape_case(c);
     for (int e = 0; e < 16; ++e) c.set_element(0, 0, 0, e, v.x[static_cast<size_t>(e)]);
     c.slots = {0};
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     auto writer = make_writer(c.spec);
     ASSERT_TRUE(writer);
     DeviceCase d = upload_case(c, std::vector<uint8_t>(layout.cache_bytes(), 0xAA));
     ASSERT_TRUE(writer->write(d.args).is_ok());
     const auto got = d.download_cache();
     EXPECT_EQ(d.guards_changed(), "");
-    const Nvfp4LayoutDesc& desc = layout.descriptor();
-    EXPECT_EQ(got[desc.scale_offset(0, 0, 0, 0)], v.scale);
+    EXPECT_EQ(got[layout.scale_offset(Side::k, 0, 0, 0)], v.scale);
     for (int k = 0; k < 8; ++k) {
-      EXPECT_EQ(got[desc.data_offset(0, 0, 0, 0) + k], v.data[k]) << "data byte " << k;
+      EXPECT_EQ(got[layout.data_offset(Side::k, 0, 0, 0) + k], v.data[k]) << "data byte " << k;
     }
   }
 }
@@ -221,7 +221,7 @@ TEST(GpuWriterSpecial, DeviceScalePointersEqualHostScales) {
     WriteCase c = random_case(rng, i * 8);
     c.device_scales = false;
     SCOPED_TRACE(c.describe());
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 55 + i);
     auto writer = make_writer(c.spec);
     ASSERT_TRUE(writer);
@@ -245,7 +245,7 @@ TEST(GpuWriterSpecial, DeviceScalePointersEqualHostScales) {
   }
 }
 
-// A device scale that breaks kNvfp4ScaleRule (the host refuses such a host scale up front) makes
+// A device scale that breaks kScaleRule (the host refuses such a host scale up front) makes
 // the write write nothing at all, neither side, in every thread mapping; the next take reports
 // its tokens (padding not counted) with the value, and a good scale in the same buffer writes
 // again.
@@ -267,7 +267,7 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
     c.slots[1] = num_slots + 5;
     const auto live = std::count_if(c.slots.begin(), c.slots.end(),
                                     [&](int64_t s) { return s >= 0 && s < num_slots; });
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 77);
     auto writer = make_writer(c.spec);
     ASSERT_TRUE(writer);
@@ -294,7 +294,7 @@ TEST(GpuWriterSpecial, AnUnusableDeviceScaleWritesNothingAndIsReported) {
                       " token(s) since the last take were not written: their write's device "
                       "scale broke the rule (the last: *" +
                       std::string(side == 0 ? "k" : "v") + "_scale_ptr = " + text + ": " +
-                      kNvfp4ScaleRule + ")");
+                      kScaleRule + ")");
         EXPECT_EQ(count, 1);
         ASSERT_EQ(compare_cache(d, initial, layout.descriptor()), "");
       }

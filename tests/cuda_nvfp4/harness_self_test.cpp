@@ -18,7 +18,7 @@ TEST(HarnessSelfCheck, RandomCasesAndTheReferenceAgreeWithReferenceCpu) {
     const WriteCase c = random_case(rng, i);
     SCOPED_TRACE(c.describe());
     ASSERT_EQ(c.slots.size(), static_cast<size_t>(c.tokens));
-    const Nvfp4PageLayout layout(c.spec);
+    const PageLayout layout = PageLayout::from_spec(c.spec);
     const std::vector<uint8_t> initial = poison(layout.cache_bytes(), 1000 + i);
     std::vector<uint8_t> want = initial, cpu = initial;
     reference_write(c, want);

@@ -24,7 +24,7 @@
 #include "cuda_writer.h"
 #include "guard_bands.h"
 #include "kvq/core/device_runtime.h"
-#include "kvq/layouts/nvfp4_page_layout.h"
+#include "kvq/core/page_layout.h"
 #include "kvq/reference_cpu/reference_writer.h"
 #include "probe.h"
 #include "require_gpu.h"
@@ -148,7 +148,7 @@ class Shard {
     status_ = CudaNvfp4Writer::create(o, &w);
     writer_.reset(w);
     if (!status_) return;
-    layout_ = std::make_unique<Nvfp4PageLayout>(o.cache);
+    layout_ = std::make_unique<PageLayout>(PageLayout::from_spec(o.cache));
     guard_bytes_ = (std::max<std::size_t>(layout_->page_bytes(), 1) + 4095) / 4096 * 4096;
     const std::size_t bytes = layout_->cache_bytes();
     status_ = runtime_->allocate(guard_bytes_ + bytes + guard_bytes_, &guarded_);
@@ -248,7 +248,7 @@ class Shard {
   Status status_;
   std::unique_ptr<DeviceRuntime> runtime_;
   std::unique_ptr<KVCacheWriter> writer_;
-  std::unique_ptr<Nvfp4PageLayout> layout_;
+  std::unique_ptr<PageLayout> layout_;
   std::size_t guard_bytes_ = 0;
   void *key_ = nullptr, *value_ = nullptr, *slots_ = nullptr;
   void *guarded_ = nullptr, *cache_ = nullptr;  // cache_: guard_bytes_ into guarded_

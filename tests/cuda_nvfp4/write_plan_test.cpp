@@ -1,5 +1,7 @@
-// Host validation of writes and reads (write_plan.cpp): every refusal with its exact message,
-// and the descriptor a valid write produces. No GPU: pointers are never dereferenced here.
+// The host path of a cuda_nvfp4 write or read: the contract (kvq/core/contract.h) against the
+// backend's requirements, then the kernel descriptor (write_plan.cpp): every refusal with its
+// exact message, and the descriptor a valid write produces. No GPU: pointers are never
+// dereferenced here.
 #include "write_plan.h"
 
 #include <gtest/gtest.h>
@@ -10,7 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "kvq/layouts/nvfp4_page_layout.h"
+#include "kvq/core/contract.h"
+#include "kvq/core/page_layout.h"
+#include "kvq/core/scale_rule.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::cuda_nvfp4 {
@@ -30,7 +34,7 @@ class WritePlanTest : public ::testing::Test {
     spec_.block_size = 16;
     spec_.num_kv_heads = 8;
     spec_.head_size = 128;
-    layout_ = std::make_unique<Nvfp4PageLayout>(spec_);
+    layout_ = std::make_unique<PageLayout>(PageLayout::from_spec(spec_));
     ASSERT_TRUE(make_page_addressing(layout_->descriptor(), &addressing_).is_ok());
     args_ = WriteArgs{};
     args_.key = make_view(addr(0x10000), DType::bf16, {5, 8, 128}, kDev);
@@ -40,7 +44,15 @@ class WritePlanTest : public ::testing::Test {
                             {10, static_cast<int64_t>(layout_->page_bytes())}, kDev);
   }
   Status plan() {
-    return plan_write(args_, layout_->descriptor(), addressing_, kDev, bars_, &desc_, &input_);
+    if (Status st = check_write_args(args_, *layout_, write_requirements(0), "cuda_nvfp4"); !st)
+      return st;
+    return plan_write(args_, layout_->descriptor(), addressing_, bars_, &desc_, &input_);
+  }
+  // The host path of a read: the contract, then the descriptor.
+  Status read_plan(const ReadArgs& r, ReadKernelDesc* d) {
+    if (Status st = check_read_args(r, *layout_, read_requirements(0), "cuda_nvfp4"); !st)
+      return st;
+    return plan_read(r, layout_->descriptor(), addressing_, d);
   }
   // A valid read of the write's slots from its cache, into outputs of their own.
   ReadArgs read_args() const {
@@ -53,7 +65,7 @@ class WritePlanTest : public ::testing::Test {
   }
 
   CacheSpec spec_;
-  std::unique_ptr<Nvfp4PageLayout> layout_;
+  std::unique_ptr<PageLayout> layout_;
   PageAddressing addressing_{};
   WriteArgs args_;
   WriteKernelDesc desc_{};
@@ -142,7 +154,7 @@ TEST_F(WritePlanTest, WriterItemOrderIsABijectionWithAWarpOnOneHead) {
     spec_.num_blocks = 64;
     spec_.layout.order = c.order;
     spec_.layout.v_scales = c.head_size % 64 == 0 ? "sm100_swizzled" : "linear";
-    layout_ = std::make_unique<Nvfp4PageLayout>(spec_);
+    layout_ = std::make_unique<PageLayout>(PageLayout::from_spec(spec_));
     ASSERT_TRUE(make_page_addressing(layout_->descriptor(), &addressing_).is_ok());
     args_.key = make_view(addr(0x100000), DType::bf16, {c.tokens, c.heads, c.head_size}, kDev);
     args_.value = make_view(addr(0x900000), DType::bf16, {c.tokens, c.heads, c.head_size}, kDev);
@@ -203,7 +215,7 @@ TEST_F(WritePlanTest, BlockPrefetchAsksForExactlyEachBlocksInputs) {
     spec_.head_size = c.head_size;
     spec_.num_blocks = 64;
     spec_.layout.v_scales = c.head_size % 64 == 0 ? "sm100_swizzled" : "linear";
-    layout_ = std::make_unique<Nvfp4PageLayout>(spec_);
+    layout_ = std::make_unique<PageLayout>(PageLayout::from_spec(spec_));
     ASSERT_TRUE(make_page_addressing(layout_->descriptor(), &addressing_).is_ok());
     uintptr_t base = 0x100000;
     for (TensorView* t : {&args_.key, &args_.value}) {
@@ -316,7 +328,7 @@ TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   std::memset(static_cast<void*>(&desc_), 0xAB, sizeof desc_);
   ASSERT_TRUE(plan().is_ok());
   ASSERT_TRUE(
-      plan_write(args_, layout_->descriptor(), addressing_, kDev, bars_, &fresh, &input_).is_ok());
+      plan_write(args_, layout_->descriptor(), addressing_, bars_, &fresh, &input_).is_ok());
   EXPECT_EQ(std::memcmp(&desc_, &fresh, sizeof fresh), 0);
   EXPECT_EQ(desc_.global_scale[0], 0.0f);
   EXPECT_EQ(desc_.counters, nullptr);
@@ -324,8 +336,8 @@ TEST_F(WritePlanTest, EveryFieldIsFilledWhateverTheDescriptorHeldBefore) {
   ReadArgs r = read_args();
   ReadKernelDesc reused, fresh_read{};
   std::memset(static_cast<void*>(&reused), 0xAB, sizeof reused);
-  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &reused).is_ok());
-  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &fresh_read).is_ok());
+  ASSERT_TRUE(read_plan(r, &reused).is_ok());
+  ASSERT_TRUE(read_plan(r, &fresh_read).is_ok());
   EXPECT_EQ(std::memcmp(&reused, &fresh_read, sizeof reused), 0);
 }
 
@@ -345,7 +357,8 @@ TEST_F(WritePlanTest, DeviceScalePointersSkipTheHostScaleCheck) {
   EXPECT_EQ(desc_.scale_ptr[0], args_.k_scale_ptr);
   args_.v_scale_ptr = static_cast<const float*>(addr(0x80002));
   const Status s = plan();
-  EXPECT_EQ(s.message(), "v_scale_ptr 0x80002 is not 4-byte aligned: expected one f32 on cuda:0");
+  EXPECT_EQ(s.message(),
+            "*v_scale_ptr: data pointer 0x80002 is not aligned to its 4-byte elements");
 }
 
 TEST_F(WritePlanTest, Refusals) {
@@ -355,63 +368,62 @@ TEST_F(WritePlanTest, Refusals) {
   };
   const std::vector<Case> cases = {
       {[](WriteArgs& a) { a.key.device = Device::cpu(); },
-       "key is on cpu: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+       "key: [5, 8, 128] bf16 cpu: expected cuda:0 memory (the writer's device)"},
       {[](WriteArgs& a) { a.slot_mapping.device = Device::cuda(1); },
-       "slot_mapping is on cuda:1: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+       "slot_mapping: [5] i64 cuda:1: expected cuda:0 memory (the writer's device)"},
       {[](WriteArgs& a) {
          a.key = make_view(a.key.data, DType::bf16, {5, 4, 128}, kDev);
        },
-       "key: expected shape [num_tokens, num_kv_heads, head_size] = [*, 8, 128], found [5, 4, "
-       "128] bf16 cuda:0"},
+       "key.shape[1] = 4: expected 8 (num_kv_heads)"},
       {[](WriteArgs& a) {
          a.value = make_view(a.value.data, DType::bf16, {6, 8, 128}, kDev);
        },
-       "value: expected shape [num_tokens, num_kv_heads, head_size] = [5, 8, 128], found [6, 8, "
-       "128] bf16 cuda:0"},
+       "value.shape[0] = 6: expected 5 (num_tokens of key)"},
       {[](WriteArgs& a) { a.key.dtype = DType::i32; },
-       "key: expected dtype bf16, f16 or f32, found i32"},
+       "key: dtype i32: expected bf16, f16 or f32 (cuda_nvfp4's input dtypes)"},
       {[](WriteArgs& a) { a.value.dtype = DType::f16; },
-       "value: dtype f16 differs from key's bf16: both must be the same"},
+       "value: dtype f16: expected bf16 (the dtype of key)"},
       {[](WriteArgs& a) { a.slot_mapping.dtype = DType::f32; },
-       "slot_mapping: expected dtype i64 or i32, found f32"},
+       "slot_mapping: dtype f32: expected i64 or i32"},
       {[](WriteArgs& a) { a.slot_mapping = make_view(a.slot_mapping.data, DType::i64, {4}, kDev); },
-       "slot_mapping: expected shape [5] ([num_tokens]), found [4] i64 cuda:0"},
+       "slot_mapping.shape[0] = 4: expected 5 (num_tokens of key)"},
       {[](WriteArgs& a) { a.slot_mapping.strides[0] = 2; },
-       "slot_mapping: expected a contiguous tensor, found stride(0) = 2"},
-      {[](WriteArgs& a) { a.cache.dtype = DType::i32; }, "cache: expected dtype u8, found i32"},
+       "slot_mapping: stride(0) = 2: expected a contiguous tensor (stride 1)"},
+      {[](WriteArgs& a) { a.cache.dtype = DType::i32; }, "cache: dtype i32: expected u8"},
       {[](WriteArgs& a) {
          a.cache = make_view(a.cache.data, DType::u8, {9, 2}, kDev);
        },
-       "cache: expected shape [10, 18432] ([num_blocks, page_bytes]), found [9, 2] u8 cuda:0"},
-      {[](WriteArgs& a) { a.k_scale = 0.0f; }, "k_scale = 0: " + std::string(kNvfp4ScaleRule)},
+       "cache: shape [9, 2]: expected [10, 18432] (num_blocks x page_bytes; the buffer is too "
+       "small)"},
+      {[](WriteArgs& a) { a.k_scale = 0.0f; }, "k_scale = 0: " + std::string(kScaleRule)},
       {[](WriteArgs& a) { a.v_scale = std::numeric_limits<float>::infinity(); },
-       "v_scale = inf: " + std::string(kNvfp4ScaleRule)},
+       "v_scale = inf: " + std::string(kScaleRule)},
       {[](WriteArgs& a) { a.v_scale = std::nanf(""); },
-       "v_scale = nan: " + std::string(kNvfp4ScaleRule)},
+       "v_scale = nan: " + std::string(kScaleRule)},
       {[](WriteArgs& a) { a.k_scale = 1e-40f; },  // 1 / k_scale is infinite
-       "k_scale = 1e-40: " + std::string(kNvfp4ScaleRule)},
+       "k_scale = 1e-40: " + std::string(kScaleRule)},
       {[](WriteArgs& a) {
          a.key.strides = {1024, 128, 2, 0};
        },
-       "key: stride(2) = 2: the last dimension (head_size) must be contiguous (stride 1) for "
-       "cuda_nvfp4's vector loads; make it contiguous first ([5, 8, 128] bf16 cuda:0)"},
+       "key: stride(2) = 2: cuda_nvfp4 needs the last dimension (head_size) contiguous (stride 1); "
+       "make it contiguous first ([5, 8, 128] bf16 cuda:0)"},
       {[](WriteArgs& a) {
          a.key.strides = {-1024, 128, 1, 0};
        },
-       "key: stride(0) = -1024: expected >= 0 ([5, 8, 128] bf16 cuda:0)"},
+       "key.stride(0) = -1024: expected >= 0 (negative strides are not supported)"},
       {[](WriteArgs& a) { a.key.data = static_cast<char*>(a.key.data) + 2; },
-       "key: data pointer 0x10002 is not 16-byte aligned: cuda_nvfp4 moves head rows 16 bytes at "
-       "a time"},
+       "key: data pointer 0x10002 is not 16-byte aligned: cuda_nvfp4 moves head rows 16 bytes at a "
+       "time"},
       {[](WriteArgs& a) {
          a.value.strides = {1028, 128, 1, 0};
        },
        "value: token stride 1028 elements = 2056 bytes is not a multiple of 16: every head row "
-       "must start 16-byte aligned for cuda_nvfp4's vector loads"},
+       "must start 16-byte aligned for cuda_nvfp4"},
       {[](WriteArgs& a) {
          a.value.strides = {1024, 132, 1, 0};
        },
        "value: head stride 132 elements = 264 bytes is not a multiple of 16: every head row must "
-       "start 16-byte aligned for cuda_nvfp4's vector loads"},
+       "start 16-byte aligned for cuda_nvfp4"},
   };
   for (const Case& c : cases) {
     SetUp();
@@ -580,9 +592,7 @@ TEST_F(WritePlanTest, NegativeTokenCountIsRefused) {
   args_.key.shape[0] = -(int64_t{1} << 58) + 5;
   args_.value.shape[0] = args_.key.shape[0];
   args_.slot_mapping.shape[0] = args_.key.shape[0];
-  EXPECT_EQ(plan().message(),
-            "key: expected shape [num_tokens, num_kv_heads, head_size] = [*, 8, 128], found "
-            "[-288230376151711739, 8, 128] bf16 cuda:0");
+  EXPECT_EQ(plan().message(), "key.shape[0] = -288230376151711739: expected >= 0");
 }
 
 // The kernels index items with 32 bits: 2^25 + 1 tokens x 8 heads x 8 groups is 2^31 + 64 items,
@@ -624,14 +634,14 @@ TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
   EXPECT_EQ(plan().message(), "slot_mapping and cache share memory: expected separate buffers");
   args_.slot_mapping.data = addr(0x30000);
   args_.k_scale_ptr = static_cast<const float*>(args_.cache.data);  // the kernel reads it (__ldg)
-  EXPECT_EQ(plan().message(), "k_scale_ptr and cache share memory: expected separate buffers");
+  EXPECT_EQ(plan().message(), "*k_scale_ptr and cache share memory: expected separate buffers");
   args_.k_scale_ptr = static_cast<const float*>(addr(0x80000));
   ASSERT_TRUE(plan().is_ok());
 
   ReadArgs r = read_args();
   ReadKernelDesc d{};
-  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).is_ok());
-  const auto refused = [&] { return plan_read(r, layout_->descriptor(), addressing_, kDev, &d); };
+  ASSERT_TRUE(read_plan(r, &d).is_ok());
+  const auto refused = [&] { return read_plan(r, &d); };
   r.value.data = cache;
   EXPECT_EQ(refused().message(), "value and cache share memory: expected separate buffers");
   r.value.data = args_.slot_mapping.data;
@@ -648,15 +658,13 @@ TEST_F(WritePlanTest, BuffersThatShareMemoryAreRefused) {
 TEST_F(WritePlanTest, ReadRefusesNonF32OutputsAndBadScales) {
   ReadArgs r = read_args();
   ReadKernelDesc d{};
-  ASSERT_TRUE(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).is_ok());
+  ASSERT_TRUE(read_plan(r, &d).is_ok());
   EXPECT_EQ(d.page.items, 5u * 8 * 8);
   r.value.dtype = DType::bf16;
-  EXPECT_EQ(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).message(),
-            "value: the reader writes f32: expected dtype f32, found bf16");
+  EXPECT_EQ(read_plan(r, &d).message(), "value: dtype bf16: expected f32 (dequantized output)");
   r.value.dtype = DType::f32;
   r.k_scale = -2.0f;
-  EXPECT_EQ(plan_read(r, layout_->descriptor(), addressing_, kDev, &d).message(),
-            "k_scale = -2: " + std::string(kNvfp4ScaleRule));
+  EXPECT_EQ(read_plan(r, &d).message(), "k_scale = -2: " + std::string(kScaleRule));
 }
 
 }  // namespace

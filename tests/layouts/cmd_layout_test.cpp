@@ -174,12 +174,12 @@ TEST(CmdLayout, SvgDrawsRegionsHeadsAndTheSwizzle) {
 }
 
 // The largest geometries a config may give draw a picture of bounded size, quickly: lines
-// closer than 2 px are left out and the zoom looks only at heads near the one it draws (a review
-// found 65536 x 65536 ran out of memory and a block of 2^20 NHD tokens wrote 373 MB).
+// closer than 2 px are left out and the zoom looks only at heads near the one it draws (pages are
+// below 2^32 bytes: 16 tokens x 8192 heads x head_size 8192 is the largest square of heads).
 TEST(CmdLayout, SvgOfTheLargestGeometriesStaysSmall) {
   const std::string dir = ::testing::TempDir();
   for (const auto& [name, geometry] : std::vector<std::pair<std::string, std::string>>{
-           {"heads", "  block_size: 16\n  num_kv_heads: 65536\n  head_size: 65536\n"},
+           {"heads", "  block_size: 16\n  num_kv_heads: 8192\n  head_size: 8192\n"},
            {"tokens",
             "  block_size: 1048576\n  num_kv_heads: 1\n  head_size: 64\n  layout: {order: NHD}\n"},
        }) {

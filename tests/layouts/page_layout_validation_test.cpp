@@ -7,9 +7,9 @@
 #include <limits>
 #include <string>
 
+#include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
 #include "kvq/layouts/layout_factory.h"
-#include "kvq/layouts/nvfp4_page_layout.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq {
@@ -75,10 +75,10 @@ TEST(PageLayoutValidation, SwizzledScalesNeedBlockSizeMultipleOf4) {
 TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
   CacheSpec s = base();
   s.k_scale = 1e-40f;
-  expect_refused(s, "cache.k_scale", "k_scale = 1e-40: " + std::string(kNvfp4ScaleRule));
+  expect_refused(s, "cache.k_scale", "k_scale = 1e-40: " + std::string(kScaleRule));
   s.k_scale = 1.0f;
   s.v_scale = 0.0f;
-  expect_refused(s, "cache.v_scale", "v_scale = 0: " + std::string(kNvfp4ScaleRule));
+  expect_refused(s, "cache.v_scale", "v_scale = 0: " + std::string(kScaleRule));
   s.v_scale = 3e-39f;  // just above the bound: 1 / 3e-39 = 3.3e38 < FLT_MAX
   EXPECT_NO_THROW((void)make_layout(s));
   EXPECT_TRUE(nvfp4_scale_usable(3e-39f));
@@ -92,11 +92,11 @@ TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
   EXPECT_FALSE(nvfp4_scale_usable(std::bit_cast<float>(0x7F7FFFFDu)));
   EXPECT_TRUE(nvfp4_scale_usable(std::bit_cast<float>(0x7F7FFFFCu)));  // 3.4028229e38
   s.v_scale = std::numeric_limits<float>::max();
-  expect_refused(s, "cache.v_scale", "v_scale = 3.4028235e+38: " + std::string(kNvfp4ScaleRule));
+  expect_refused(s, "cache.v_scale", "v_scale = 3.4028235e+38: " + std::string(kScaleRule));
   // Every NaN reads "nan", whatever its sign bit (fmt alone would print "-nan").
   s.v_scale = -std::numeric_limits<float>::quiet_NaN();
   ASSERT_TRUE(std::signbit(s.v_scale));
-  expect_refused(s, "cache.v_scale", "v_scale = nan: " + std::string(kNvfp4ScaleRule));
+  expect_refused(s, "cache.v_scale", "v_scale = nan: " + std::string(kScaleRule));
 }
 
 // The kernels' one-compare form of the rule agrees with the definition: around both ends of its
@@ -104,9 +104,9 @@ TEST(PageLayoutValidation, ScalesNeedAFiniteReciprocal) {
 // by a program that tried each; 1 / x is monotonic, so the usable scales are one range).
 TEST(PageLayoutValidation, ScaleRuleAsOneRangeOfBitsMatchesTheDefinition) {
   const auto agrees = [](uint32_t bits) {
-    return nvfp4_scale_bits_usable(bits) == nvfp4_scale_usable(std::bit_cast<float>(bits));
+    return scale_bits_usable(bits) == nvfp4_scale_usable(std::bit_cast<float>(bits));
   };
-  for (uint32_t end : {kNvfp4UsableScaleBitsFirst, kNvfp4UsableScaleBitsLast}) {
+  for (uint32_t end : {kUsableScaleBitsFirst, kUsableScaleBitsLast}) {
     for (uint32_t d = 0; d < (1u << 16); ++d) {
       ASSERT_TRUE(agrees(end + d)) << std::hex << end + d;
       ASSERT_TRUE(agrees(end - d)) << std::hex << end - d;
@@ -115,10 +115,10 @@ TEST(PageLayoutValidation, ScaleRuleAsOneRangeOfBitsMatchesTheDefinition) {
   for (uint64_t bits = 0; bits < (uint64_t{1} << 32); bits += 4093) {
     ASSERT_TRUE(agrees(static_cast<uint32_t>(bits))) << std::hex << bits;
   }
-  EXPECT_TRUE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsFirst));
-  EXPECT_FALSE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsFirst - 1));
-  EXPECT_TRUE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsLast));
-  EXPECT_FALSE(nvfp4_scale_bits_usable(kNvfp4UsableScaleBitsLast + 1));
+  EXPECT_TRUE(scale_bits_usable(kUsableScaleBitsFirst));
+  EXPECT_FALSE(scale_bits_usable(kUsableScaleBitsFirst - 1));
+  EXPECT_TRUE(scale_bits_usable(kUsableScaleBitsLast));
+  EXPECT_FALSE(scale_bits_usable(kUsableScaleBitsLast + 1));
 }
 
 TEST(PageLayoutValidation, HeadSizeMustBeAMultipleOf16) {
@@ -172,19 +172,16 @@ TEST(PageLayoutValidation, CachesBeyond64BitOffsetsAreRefused) {
   s.layout.v_scales = "linear";
   expect_refused(s, "cache.block_size",
                  "one page of block_size 1073741824 x num_kv_heads 1073741824 x head_size 65536 "
-                 "needs more than 2^63-1 bytes (64-bit offsets)");
-}
-
-TEST(PageLayoutValidation, TheLayoutClassRefusesOtherFormats) {
-  CacheSpec s = base();
-  s.format = "fp8";
-  try {
-    Nvfp4PageLayout layout(s);
-    FAIL() << "accepted format fp8";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.key(), "cache.format");
-    EXPECT_STREQ(e.what(), "Nvfp4PageLayout needs format 'nvfp4', found 'fp8'");
-  }
+                 "needs 2^32 bytes or more (pages use 32-bit offsets)");
+  // The largest page that fits: 2^32 - 2^15 bytes, and one token more is refused.
+  s.block_size = 7281;  // 7281 x 8 x 128 x 9/8 x 1 = 8386512 bytes: far below
+  s.num_kv_heads = 8;
+  s.head_size = 128;
+  EXPECT_NO_THROW((void)make_layout(s));
+  s.block_size = int64_t{1} << 22;  // 2^22 x 8 x 128 x 9 / 8 = 4.8e9 bytes
+  expect_refused(s, "cache.block_size",
+                 "one page of block_size 4194304 x num_kv_heads 8 x head_size 128 needs 2^32 "
+                 "bytes or more (pages use 32-bit offsets)");
 }
 
 }  // namespace

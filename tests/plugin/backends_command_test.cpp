@@ -55,7 +55,7 @@ TEST(BackendsCommand, ListsPluginsAndFailuresAndExitsZero) {
   EXPECT_THAT(r.out, HasSubstr("  " + fixture("garbage", "libkvq_garbage.so").string() +
                                ": not a shared library (dlopen: "));
   EXPECT_THAT(r.out, HasSubstr("  " + fixture("wrong_abi", "libkvq_fixture_wrong_abi.so").string() +
-                               ": plugin ABI 999, host ABI 1 (rebuild the plugin against this "
+                               ": plugin ABI 999, host ABI 2 (rebuild the plugin against this "
                                "kvq)\n"));
   // The search order is printed, --plugin-path first.
   EXPECT_THAT(r.out, HasSubstr("searched (in order):\n  " + fixture_dir("good").string() + "\n"));

@@ -8,6 +8,7 @@
 #include <limits>
 #include <random>
 
+#include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "kvq/reference_cpu/reference_reader.h"
@@ -101,7 +102,8 @@ TEST_F(BadWrite, SameSlotTwice) {
 
 TEST_F(BadWrite, WrongDtypes) {
   args.key.dtype = DType::i32;
-  expect_refused(ErrorCode::invalid_argument, "key: dtype i32: expected bf16, f16 or f32");
+  expect_refused(ErrorCode::invalid_argument,
+                 "key: dtype i32: expected bf16, f16 or f32 (reference_cpu's input dtypes)");
   args.key.dtype = DType::bf16;
   args.value.dtype = DType::f16;
   expect_refused(ErrorCode::invalid_argument, "value: dtype f16: expected bf16 (the dtype of key)");
@@ -139,7 +141,7 @@ TEST_F(BadWrite, TokenCountOfKeyAndSlotMappingDiffer) {
 }
 
 TEST_F(BadWrite, BadScales) {
-  const std::string rule = std::string(": ") + kNvfp4ScaleRule;
+  const std::string rule = std::string(": ") + kScaleRule;
   args.k_scale = 0.0f;
   expect_refused(ErrorCode::invalid_argument, "k_scale = 0" + rule);
   args.k_scale = -1.0f;
@@ -190,8 +192,7 @@ TEST_F(BadWrite, CacheTooSmallOrStrided) {
 TEST_F(BadWrite, DevicesStridesAndAliasing) {
   args.key.device = Device::cuda(0);
   expect_refused(ErrorCode::invalid_argument,
-                 "key: [8, 2, 64] bf16 cuda:0: expected host memory (cpu): reference_cpu runs on "
-                 "the CPU");
+                 "key: [8, 2, 64] bf16 cuda:0: expected host memory (cpu) (the writer's device)");
   args.key.device = Device::cpu();
   args.value.strides[1] = -64;
   expect_refused(ErrorCode::invalid_argument,
@@ -353,7 +354,7 @@ TEST_F(BadRead, NegativeTokenCountIsRefused) {
 }
 
 TEST_F(BadRead, ScalesFollowTheWritersRule) {
-  const std::string rule = std::string(": ") + kNvfp4ScaleRule;
+  const std::string rule = std::string(": ") + kScaleRule;
   args.k_scale = 0.0f;
   expect_refused(ErrorCode::invalid_argument, "k_scale = 0" + rule);
   args.k_scale = 1.0f;

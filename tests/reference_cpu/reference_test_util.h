@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "guard_bands.h"
-#include "kvq/core/plugin_abi.h"
+#include "kvq/core/registry.h"
 #include "kvq/core/tensor_view.h"
 
 namespace kvq::test {

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "kvq/core/device_runtime.h"
-#include "kvq/core/plugin_abi.h"
+#include "kvq/core/registry.h"
 
 struct CUstream_st;  // cudaStream_t is CUstream_st*
 struct CUevent_st;   // cudaEvent_t is CUevent_st*

@@ -6,9 +6,10 @@
 #include <cstring>
 
 #include "cuda_util.h"
+#include "kvq/core/contract.h"
 #include "kvq/core/logging.h"
+#include "kvq/core/scale_rule.h"
 #include "kvq/layouts/nvfp4_quantize.h"
-#include "kvq/layouts/nvfp4_scale_refusal.h"
 #include "write_kernel.h"
 #include "write_plan.h"
 
@@ -65,19 +66,19 @@ Status check_stream(StreamBook& book, cudaStream_t stream, int capturing, int or
 }
 
 // Opens the device and the layout shared by writer and reader.
-void open_common(const BackendOptions& options, DeviceInfo* info,
-                 std::unique_ptr<Nvfp4PageLayout>* layout, PageAddressing* addressing) {
+void open_common(const PageLayout& page, const std::optional<Device>& device, DeviceInfo* info,
+                 std::unique_ptr<PageLayout>* layout, PageAddressing* addressing) {
   int ordinal = 0;
-  throw_if_error(resolve_device(options, &ordinal));
+  throw_if_error(make_page_addressing(page.descriptor(), addressing));
+  throw_if_error(resolve_device(device, &ordinal));
   throw_if_error(open_device(ordinal, info));
-  *layout = std::make_unique<Nvfp4PageLayout>(options.cache);
-  throw_if_error(make_page_addressing((*layout)->descriptor(), addressing));
+  *layout = std::make_unique<PageLayout>(page);
 }
 
 }  // namespace
 
-Status resolve_device(const BackendOptions& options, int* ordinal) {
-  const Device d = options.device.value_or(Device::cuda(0));
+Status resolve_device(const std::optional<Device>& device, int* ordinal) {
+  const Device d = device.value_or(Device::cuda(0));
   if (!d.is_cuda()) {
     return {ErrorCode::invalid_argument,
             fmt::format("cuda_nvfp4 works on CUDA device memory: expected device cuda:N, found {}",
@@ -92,8 +93,17 @@ Status resolve_device(const BackendOptions& options, int* ordinal) {
 
 Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** out) noexcept {
   return catch_as_status([&] {
+    CudaNvfp4Writer* w = nullptr;
+    throw_if_error(create(PageLayout::from_spec(options.cache), options.device, &w));
+    *out = w;
+  });
+}
+
+Status CudaNvfp4Writer::create(const PageLayout& layout, const std::optional<Device>& device,
+                               CudaNvfp4Writer** out) noexcept {
+  return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Writer> w(new CudaNvfp4Writer());
-    open_common(options, &w->info_, &w->layout_, &w->addressing_);
+    open_common(layout, device, &w->info_, &w->layout_, &w->addressing_);
     DeviceGuard guard(w->info_.ordinal);
     if (guard.error() != cudaSuccess) {
       throw Error(cuda_status(guard.error(), "cudaSetDevice", w->info_.ordinal));
@@ -131,11 +141,15 @@ CudaNvfp4Writer::~CudaNvfp4Writer() {
 // unless something is refused; CUDA calls: cudaGetDevice, cudaStreamIsCapturing, 2 x
 // cudaGetLastError and the launch (plus cudaStreamGetDevice on a stream's first direct write).
 Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
+  if (Status st = check_write_args(args, *layout_, requirements(), "cuda_nvfp4"); !st) return st;
+  return write_checked(args);
+}
+
+Status CudaNvfp4Writer::write_checked(const WriteArgs& args) noexcept {
   try {
     WriteKernelDesc desc;
     InputType input;
-    if (Status st = plan_write(args, layout_->descriptor(), addressing_, device(), size_bars_,
-                               &desc, &input);
+    if (Status st = plan_write(args, layout_->descriptor(), addressing_, size_bars_, &desc, &input);
         !st) {
       return st;
     }
@@ -217,8 +231,7 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
           ErrorCode::invalid_argument,
           fmt::format("{} token(s) since the last take were not written: their write's device "
                       "scale broke the rule (the last: {})",
-                      refused,
-                      nvfp4_scale_refusal(side == 0 ? "*k_scale_ptr" : "*v_scale_ptr", scale)));
+                      refused, scale_refusal(side == 0 ? "*k_scale_ptr" : "*v_scale_ptr", scale)));
     }
   });
 }
@@ -227,8 +240,17 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
 
 Status CudaNvfp4Reader::create(const BackendOptions& options, KVCacheReader** out) noexcept {
   return catch_as_status([&] {
+    CudaNvfp4Reader* r = nullptr;
+    throw_if_error(create(PageLayout::from_spec(options.cache), options.device, &r));
+    *out = r;
+  });
+}
+
+Status CudaNvfp4Reader::create(const PageLayout& layout, const std::optional<Device>& device,
+                               CudaNvfp4Reader** out) noexcept {
+  return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Reader> r(new CudaNvfp4Reader());
-    open_common(options, &r->info_, &r->layout_, &r->addressing_);
+    open_common(layout, device, &r->info_, &r->layout_, &r->addressing_);
     DeviceGuard guard(r->info_.ordinal);
     if (guard.error() != cudaSuccess) {
       throw Error(cuda_status(guard.error(), "cudaSetDevice", r->info_.ordinal));
@@ -242,9 +264,14 @@ Status CudaNvfp4Reader::create(const BackendOptions& options, KVCacheReader** ou
 }
 
 Status CudaNvfp4Reader::read(const ReadArgs& args) noexcept {
+  if (Status st = check_read_args(args, *layout_, requirements(), "cuda_nvfp4"); !st) return st;
+  return read_checked(args);
+}
+
+Status CudaNvfp4Reader::read_checked(const ReadArgs& args) noexcept {
   try {
     ReadKernelDesc desc;
-    if (Status st = plan_read(args, layout_->descriptor(), addressing_, device(), &desc); !st) {
+    if (Status st = plan_read(args, layout_->descriptor(), addressing_, &desc); !st) {
       return st;
     }
     if (desc.page.items == 0) return Status::ok();

@@ -1,7 +1,8 @@
 #pragma once
 // The cuda_nvfp4 KVCacheWriter and KVCacheReader: device tensors in, pages out, on the caller's
 // stream (WriteArgs::stream, a cudaStream_t; null = the legacy default stream of the device).
-// A write validates on the host, fills one descriptor and launches one kernel: no host sync, no
+// A write is checked on the host (the contract, kvq/core/contract.h, with write_requirements),
+// fills one descriptor and launches one kernel: no host sync, no
 // allocation, no lock. Out-of-range slots are skipped and counted in device counters allocated
 // once per writer and never reset (WriteCounters); so are the tokens of writes that found an
 // unusable device scale and wrote nothing. take_out_of_range_slots() synchronizes and reports
@@ -18,26 +19,36 @@
 #include <atomic>
 #include <memory>
 #include <mutex>
+#include <optional>
 
 #include "cuda_util.h"
 #include "kernel_desc.h"
 #include "kvq/core/kv_cache.h"
-#include "kvq/core/plugin_abi.h"
-#include "kvq/layouts/nvfp4_page_layout.h"
+#include "kvq/core/page_layout.h"
+#include "kvq/core/registry.h"
 #include "probe.h"
+#include "write_plan.h"
 
 namespace kvq::cuda_nvfp4 {
 
 // cuda:0 when unset; a CPU device is invalid_argument.
-Status resolve_device(const BackendOptions& options, int* ordinal);
+Status resolve_device(const std::optional<Device>& device, int* ordinal);
 
 class CudaNvfp4Writer final : public KVCacheWriter {
  public:
   // Checks the device (probe.h's open_device), builds the layout, allocates the counter.
   static Status create(const BackendOptions& options, KVCacheWriter** out) noexcept;
+  static Status create(const PageLayout& layout, const std::optional<Device>& device,
+                       CudaNvfp4Writer** out) noexcept;
   ~CudaNvfp4Writer() override;
 
+  // Checks the contract, then write_checked().
   Status write(const WriteArgs& args) noexcept override;
+  // The write of arguments the contract has passed (the plugin's path: the host checked).
+  Status write_checked(const WriteArgs& args) noexcept;
+  const kvq_requirements& requirements() const noexcept {
+    return write_requirements(info_.ordinal);
+  }
   const PageLayout& layout() const noexcept override { return *layout_; }
   Device device() const noexcept override { return Device::cuda(info_.ordinal); }
   Status take_out_of_range_slots(int64_t* count) noexcept override;
@@ -46,7 +57,7 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   CudaNvfp4Writer() = default;
 
   DeviceInfo info_;
-  std::unique_ptr<Nvfp4PageLayout> layout_;
+  std::unique_ptr<PageLayout> layout_;
   PageAddressing addressing_{};
   WriteCounters* counters_ = nullptr;  // device
   WriteSizeBars size_bars_;            // thread mapping by write size (plan_write)
@@ -67,8 +78,13 @@ class CudaNvfp4Writer final : public KVCacheWriter {
 class CudaNvfp4Reader final : public KVCacheReader {
  public:
   static Status create(const BackendOptions& options, KVCacheReader** out) noexcept;
+  static Status create(const PageLayout& layout, const std::optional<Device>& device,
+                       CudaNvfp4Reader** out) noexcept;
 
+  // Checks the contract, then read_checked().
   Status read(const ReadArgs& args) noexcept override;
+  Status read_checked(const ReadArgs& args) noexcept;
+  const kvq_requirements& requirements() const noexcept { return read_requirements(info_.ordinal); }
   const PageLayout& layout() const noexcept override { return *layout_; }
   Device device() const noexcept override { return Device::cuda(info_.ordinal); }
 
@@ -76,7 +92,7 @@ class CudaNvfp4Reader final : public KVCacheReader {
   CudaNvfp4Reader() = default;
 
   DeviceInfo info_;
-  std::unique_ptr<Nvfp4PageLayout> layout_;
+  std::unique_ptr<PageLayout> layout_;
   PageAddressing addressing_{};
   StreamBook streams_;  // the device of each stream seen
 };

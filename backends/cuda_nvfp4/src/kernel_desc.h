@@ -9,6 +9,7 @@
 #include <cstdint>
 
 #include "fast_divmod.h"
+#include "kvq/abi/page.h"
 #include "kvq/layouts/hd.h"
 
 namespace kvq::cuda_nvfp4 {
@@ -18,43 +19,29 @@ namespace kvq::cuda_nvfp4 {
 struct WriteCounters {
   unsigned long long out_of_range_slots;     // slots >= num_slots skipped, one count per token
   unsigned long long unusable_scale_tokens;  // tokens not written: a device scale of their
-                                             // write broke kNvfp4ScaleRule (padding not counted)
+                                             // write broke kScaleRule (padding not counted)
   unsigned long long last_unusable_scale;    // (side << 32) | that scale's bits, the last seen
 };
 
-// Where one side's bytes of (token-in-page t, head h, group g) are inside a page, as sums of
-// products (no division, no branch on the arrangement; checked against Nvfp4LayoutDesc for every
-// layout by tests/cuda_nvfp4/addressing_test.cpp):
-//   data  = data_base + t * data_t + h * data_h + 8 * g
-//   scale = scale_base + (t & ~3) * scale_t4 + (t & 3) * scale_t1 + h * scale_h
-//           + (g / group_div) * scale_gq + (g % group_div) * scale_gr
-// linear:          t4 = t1 = row stride of t, group_div = S, gq = 0, gr = 1
-// sm100_swizzled:  t4 = row stride of t, t1 = 1, group_div = S/4, gq = row stride of t, gr = 4
-// (row stride of t: S in HND, H*S in NHD; of h: T*S in HND, S in NHD).
+// Where one side's bytes of (token-in-page t, head h, group g) are inside a page: the page's
+// affine maps (kvq/abi/page.h, the one definition of every offset) with the group's division by
+// scale_group_div done by FastDivmod instead of a divide instruction.
 struct SideAddressing {
-  uint32_t data_base;
-  uint32_t data_t;
-  uint32_t data_h;
-  uint32_t scale_base;
-  uint32_t scale_t4;
-  uint32_t scale_t1;
-  uint32_t scale_h;
-  uint32_t scale_gq;
-  uint32_t scale_gr;
-  FastDivmod group_div;
+  kvq_side_map map;
+  FastDivmod group_div;  // map.scale_group_div
 
   KVQ_HD uint32_t data_offset(uint32_t t, uint32_t h, uint32_t g) const {
-    return data_base + t * data_t + h * data_h + 8u * g;
+    return kvq_data_offset(&map, t, h) + 8u * g;
   }
   // The group part of the scale offset: a thread's group never changes, so kernels compute it
   // once per side.
   KVQ_HD uint32_t scale_group_term(uint32_t g) const {
     uint32_t q, r;
     group_div.divmod(g, q, r);
-    return q * scale_gq + r * scale_gr;
+    return kvq_scale_group_term_qr(&map, q, r);
   }
   KVQ_HD uint32_t scale_offset(uint32_t t, uint32_t h, uint32_t group_term) const {
-    return scale_base + (t & ~3u) * scale_t4 + (t & 3u) * scale_t1 + h * scale_h + group_term;
+    return kvq_scale_offset_from_term(&map, t, h, group_term);
   }
 };
 

@@ -1,12 +1,19 @@
 #pragma once
 // The plugin's probe and the device checks the writer and reader share.
+#include <cstdint>
 #include <string>
 
-#include "kvq/core/plugin_abi.h"
+#include "kvq/core/status.h"
 
 namespace kvq::cuda_nvfp4 {
 
-inline constexpr int kProbeScore = 100;  // above reference_cpu's 10: `backend: auto` prefers GPUs
+inline constexpr int kProbeScore = 100;
+
+struct ProbeResult {
+  bool available = false;
+  int32_t score = 0;
+  std::string reason;  // why not available, or the device and E2M1 path it will use
+};                     // above reference_cpu's 10: `backend: auto` prefers GPUs
 
 // What a writer/reader needs to know about its device, after checking that it can run there:
 // it exists, compute capability >= 9.0, the kernels have an image for it, and whether the

@@ -25,6 +25,7 @@
 #include "cuda_util.h"
 #include "group_quantize.cuh"
 #include "input_groups.cuh"
+#include "kvq/core/scale_rule.h"
 #include "slot_lookup.cuh"
 #include "write_kernel.h"
 
@@ -138,7 +139,7 @@ __device__ __forceinline__ bool writes_nothing(const WriteKernelDesc& d, const I
   return false;
 }
 
-// A device scale that breaks kNvfp4ScaleRule (the host checks its own): 0, a NaN or a subnormal
+// A device scale that breaks kScaleRule (the host checks its own): 0, a NaN or a subnormal
 // would give NaN or saturated bytes, so the write writes nothing. Every thread of it returns
 // before its stores: a thread holding both sides checks both, and one-side writes have both
 // scales on the device (plan_write), each thread checking its partner's side too, so that neither
@@ -222,14 +223,14 @@ __device__ __forceinline__ void write_unit(const WriteKernelDesc& d, const UnitP
     }
     uint32_t gq, gr;
     a.group_div.divmod(p.ix.group, gq, gr);
-    const uint32_t off = a.scale_offset(t, p.ix.head, gq * a.scale_gq + gr * a.scale_gr);
+    const uint32_t off = a.scale_offset(t, p.ix.head, kvq_scale_group_term_qr(&a.map, gq, gr));
     if constexpr (G == 1) {
       page[off] = static_cast<uint8_t>(q[s][0].scale);
     } else {
       // Scale of g + 1 = scale of g + step: scale_gr inside a quotient block, else the jump to
       // the next block. Linear arrangements: step 1, so the pair is one 2-byte store.
       const uint32_t step =
-          gr + 1 < a.group_div.divisor ? a.scale_gr : a.scale_gq - gr * a.scale_gr;
+          gr + 1 < a.group_div.divisor ? a.map.scale_gr : a.map.scale_gq - gr * a.map.scale_gr;
       if (step == 1 && (reinterpret_cast<uintptr_t>(page + off) & 1u) == 0) {
         *reinterpret_cast<uint16_t*>(page + off) =
             static_cast<uint16_t>(q[s][0].scale | (q[s][G - 1].scale << 8));
@@ -364,8 +365,8 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
       const uint32_t bits = __float_as_uint(scale);
       const int other = 1 - side;
       const uint32_t other_bits = kSides == 1 ? __float_as_uint(__ldg(d.scale_ptr[other])) : bits;
-      if (!nvfp4_scale_bits_usable(bits) || !nvfp4_scale_bits_usable(other_bits)) {
-        const bool mine = !nvfp4_scale_bits_usable(bits);
+      if (!scale_bits_usable(bits) || !scale_bits_usable(other_bits)) {
+        const bool mine = !scale_bits_usable(bits);
         report_unusable_scale(d, plan.ix, side0, u.slot, mine ? side : other,
                               mine ? bits : other_bits);
         return;

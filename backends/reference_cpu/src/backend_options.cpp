@@ -7,21 +7,21 @@
 
 namespace kvq::reference_cpu {
 
-int check_backend_options(const BackendOptions& options) {
-  if (options.device && *options.device != Device::cpu()) {
+int check_backend_options(const std::optional<Device>& device, int threads) {
+  if (device && *device != Device::cpu()) {
     throw Error(ErrorCode::unavailable,
                 fmt::format("reference_cpu works on host memory: device {} is not supported "
                             "(use device: cpu or auto)",
-                            to_string(*options.device)),
+                            to_string(*device)),
                 "device");
   }
-  if (options.threads < 0) {
+  if (threads < 0) {
     throw Error(
         ErrorCode::invalid_argument,
-        fmt::format("threads = {}: expected >= 0 (0 = one per hardware thread)", options.threads),
+        fmt::format("threads = {}: expected >= 0 (0 = one per hardware thread)", threads),
         "threads");
   }
-  return resolve_threads(options.threads);
+  return resolve_threads(threads);
 }
 
 }  // namespace kvq::reference_cpu

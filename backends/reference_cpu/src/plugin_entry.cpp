@@ -1,10 +1,15 @@
-// The reference_cpu plugin's one exported entry (kvq_backend_entry). Everything else lives in the
-// static library the unit tests link too.
+// The reference_cpu plugin's one exported entry (kvq_plugin_entry): the writer and reader of the
+// static library the unit tests link too, behind the C boundary (kvq/abi/plugin.h).
 #include <fmt/format.h>
 
+#include <algorithm>
+#include <string>
 #include <thread>
 
-#include "kvq/core/plugin_abi.h"
+#include "backend_options.h"
+#include "kvq/abi/plugin_cpp.h"
+#include "kvq/core/plugin_glue.h"
+#include "kvq/core/version.h"
 #include "kvq/reference_cpu/reference_reader.h"
 #include "kvq/reference_cpu/reference_writer.h"
 
@@ -12,39 +17,94 @@ namespace {
 
 using namespace kvq;
 
-Status probe(ProbeResult* out) noexcept {
-  return catch_as_status([&] {
-    out->available = true;
+// The host has checked the contract against requirements(): straight to the work.
+class Writer {
+ public:
+  Writer(const PageLayout& layout, int threads) : impl_(layout, threads) {}
+  const kvq_requirements& requirements() const { return reference_cpu::requirements(); }
+  Status write(const kvq_write_args& a) {
+    return catch_as_status([&] { throw_if_error(impl_.write_checked(to_write_args(a))); });
+  }
+  Status take_out_of_range_slots(int64_t* count) { return impl_.take_out_of_range_slots(count); }
+
+ private:
+  reference_cpu::ReferenceWriter impl_;
+};
+
+class Reader {
+ public:
+  Reader(const PageLayout& layout, int threads) : impl_(layout, threads) {}
+  const kvq_requirements& requirements() const { return reference_cpu::requirements(); }
+  Status read(const kvq_read_args& a) {
+    return catch_as_status([&] { throw_if_error(impl_.read_checked(to_read_args(a))); });
+  }
+
+ private:
+  reference_cpu::ReferenceReader impl_;
+};
+
+// nvfp4 only: the one format with a codec today.
+Status check_format(const kvq_backend_options& o) {
+  if (o.page->format != KVQ_FORMAT_NVFP4) {
+    return {ErrorCode::invalid_argument,
+            fmt::format("reference_cpu writes nvfp4 pages, not {}", kvq_format_name(o.page->format)),
+            "cache.format"};
+  }
+  return Status::ok();
+}
+
+int32_t init(const kvq_host* host, kvq_error* err) {
+  return abi::keep_host(host, err);
+}
+
+int32_t probe(kvq_probe* out, kvq_error* err) {
+  static const std::string reason =
+      fmt::format("host memory, {} hardware threads", std::max(1u, std::thread::hardware_concurrency()));
+  return abi::guard(err, [&] {
+    out->available = 1;
     out->score = 10;  // the fallback: any accelerated backend that is available wins `auto`
-    out->reason = fmt::format("host memory, {} hardware threads",
-                              std::max(1u, std::thread::hardware_concurrency()));
+    out->reason = reason.c_str();
   });
 }
 
-Status create_writer(const BackendOptions& options, KVCacheWriter** out) noexcept {
-  return catch_as_status([&] { *out = new reference_cpu::ReferenceWriter(options); });
+int32_t create_writer(const kvq_backend_options* o, kvq_writer** out, kvq_error* err) {
+  return abi::guard(err, [&] {
+    return catch_as_status([&] {
+      throw_if_error(check_format(*o));
+      const int threads = reference_cpu::check_backend_options(requested_device(*o), o->threads);
+      *out = abi::new_writer<Writer>(options_layout(*o), threads);
+    });
+  });
 }
 
-Status create_reader(const BackendOptions& options, KVCacheReader** out) noexcept {
-  return catch_as_status([&] { *out = new reference_cpu::ReferenceReader(options); });
+int32_t create_reader(const kvq_backend_options* o, kvq_reader** out, kvq_error* err) {
+  return abi::guard(err, [&] {
+    return catch_as_status([&] {
+      throw_if_error(check_format(*o));
+      const int threads = reference_cpu::check_backend_options(requested_device(*o), o->threads);
+      *out = abi::new_reader<Reader>(options_layout(*o), threads);
+    });
+  });
 }
 
-const PluginDescriptor* entry() {
-  static const PluginDescriptor descriptor{
-      kPluginAbiVersion,
-      KVQ_BUILD_FINGERPRINT,
+const kvq_plugin* entry() {
+  static const kvq_plugin plugin{
+      KVQ_PLUGIN_ABI_VERSION,
+      sizeof(kvq_plugin),
       "reference_cpu",
       KVQ_VERSION_STRING,
       "nvfp4",
       "HND,NHD x linear,sm100_swizzled",
+      "bf16,f16,f32",
+      &init,
       &probe,
       &create_writer,
       &create_reader,
       nullptr,  // host memory: the host uses kvq::host_runtime()
   };
-  return &descriptor;
+  return &plugin;
 }
 
 }  // namespace
 
-KVQ_DEFINE_BACKEND(entry)
+KVQ_PLUGIN_EXPORT_ENTRY(entry)

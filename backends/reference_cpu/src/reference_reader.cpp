@@ -2,9 +2,11 @@
 // scale byte, k_scale) -- the shared definition, so CPU and GPU readers agree bit for bit.
 #include "kvq/reference_cpu/reference_reader.h"
 
-#include "argument_checks.h"
 #include "backend_options.h"
+#include "kvq/core/contract.h"
+#include "kvq/core/slot_mapping.h"
 #include "kvq/layouts/nvfp4_quantize.h"
+#include "kvq/reference_cpu/reference_writer.h"
 #include "parallel_for.h"
 
 namespace kvq::reference_cpu {
@@ -13,7 +15,7 @@ namespace {
 constexpr int64_t kMinTokensPerThread = 8;
 
 struct ReadJob {
-  const Nvfp4LayoutDesc* desc;
+  const kvq_page_desc* desc;
   const uint8_t* cache;     // [num_blocks, page_bytes]
   TensorView slot_mapping;  // [T]
   float* rows[2];           // key, value out: [T, H, D] f32
@@ -22,23 +24,26 @@ struct ReadJob {
 };
 
 void read_tokens(const ReadJob& job, int64_t begin, int64_t end) {
-  const Nvfp4LayoutDesc& d = *job.desc;
+  const kvq_page_desc& d = *job.desc;
+  const auto groups = static_cast<uint32_t>(d.groups);
   for (int64_t i = begin; i < end; ++i) {
     const int64_t slot = slot_at(job.slot_mapping, i);
     const uint8_t* page =
         slot < 0 ? nullptr : job.cache + static_cast<uint64_t>(slot / d.block_size) * d.page_bytes;
-    const int64_t t = slot < 0 ? 0 : slot % d.block_size;
+    const auto t = static_cast<uint32_t>(slot < 0 ? 0 : slot % d.block_size);
     for (int side = 0; side < 2; ++side) {
       const int64_t* st = job.strides[side];
-      for (int64_t h = 0; h < d.num_heads; ++h) {
+      const kvq_side_map* m = &d.side[side];
+      for (uint32_t h = 0; h < d.num_kv_heads; ++h) {
         float* row = job.rows[side] + i * st[0] + h * st[1];
         if (page == nullptr) {  // padding reads as zeros
           for (int64_t e = 0; e < d.head_size; ++e) row[e * st[2]] = 0.0f;
           continue;
         }
-        for (int64_t g = 0; g < d.groups; ++g) {
-          const uint8_t* data = page + d.data_offset(side, t, h, g);
-          const uint8_t scale = page[d.scale_offset(side, t, h, g)];
+        const uint8_t* data_row = page + kvq_data_offset(m, t, h);
+        for (uint32_t g = 0; g < groups; ++g) {
+          const uint8_t* data = data_row + g * kNvfp4GroupBytes;
+          const uint8_t scale = page[kvq_scale_offset(m, t, h, g)];
           for (int k = 0; k < kNvfp4GroupBytes; ++k) {
             const int64_t e = g * kNvfp4GroupSize + 2 * k;
             row[e * st[2]] = nvfp4_dequantize(data[k] & 0xF, scale, job.scale[side]);
@@ -53,12 +58,21 @@ void read_tokens(const ReadJob& job, int64_t begin, int64_t end) {
 }  // namespace
 
 ReferenceReader::ReferenceReader(const BackendOptions& options)
-    : layout_(options.cache), threads_(check_backend_options(options)) {}
+    : ReferenceReader(PageLayout::from_spec(options.cache),
+                      check_backend_options(options.device, options.threads)) {}
+
+ReferenceReader::ReferenceReader(const PageLayout& layout, int threads)
+    : layout_(layout), threads_(threads) {}
 
 Status ReferenceReader::read(const ReadArgs& args) noexcept {
+  if (Status s = check_read_args(args, layout_, requirements(), "reference_cpu"); !s) return s;
+  return read_checked(args);
+}
+
+Status ReferenceReader::read_checked(const ReadArgs& args) noexcept {
   return catch_as_status([&] {
-    const Nvfp4LayoutDesc& d = layout_.descriptor();
-    const int64_t num_tokens = check_read(args, d);
+    const kvq_page_desc& d = layout_.descriptor();
+    const int64_t num_tokens = args.slot_mapping.shape[0];
     ReadJob job{};
     job.desc = &d;
     job.cache = static_cast<const uint8_t*>(args.cache.data);

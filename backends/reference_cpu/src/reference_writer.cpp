@@ -1,13 +1,14 @@
-// The write: check everything (argument_checks.cpp), then quantize every token's K and V rows
+// The write: check everything (kvq/core/contract.h), then quantize every token's K and V rows
 // group by group (nvfp4_quantize_group, steps 1..6 of the format) into the bytes the layout's
 // descriptor places.
 #include "kvq/reference_cpu/reference_writer.h"
 
 #include <cstring>
 
-#include "argument_checks.h"
 #include "backend_options.h"
 #include "element_load.h"
+#include "kvq/core/contract.h"
+#include "kvq/core/slot_mapping.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "parallel_for.h"
 
@@ -18,7 +19,7 @@ namespace {
 constexpr int64_t kMinTokensPerThread = 8;
 
 struct WriteJob {
-  const Nvfp4LayoutDesc* desc;
+  const kvq_page_desc* desc;
   const uint8_t* rows[2];   // key, value: [T, H, D]
   int64_t strides[2][3];    // in elements
   TensorView slot_mapping;  // [T]
@@ -28,25 +29,28 @@ struct WriteJob {
 
 template <DType T>
 void write_tokens(const WriteJob& job, int64_t begin, int64_t end) {
-  const Nvfp4LayoutDesc& d = *job.desc;
+  const kvq_page_desc& d = *job.desc;
+  const auto groups = static_cast<uint32_t>(d.groups);
   constexpr int64_t elem = dtype_size(T);
   float x[kNvfp4GroupSize];
   for (int64_t i = begin; i < end; ++i) {
     const int64_t slot = slot_at(job.slot_mapping, i);
     if (slot < 0) continue;  // padding
     uint8_t* page = job.cache + static_cast<uint64_t>(slot / d.block_size) * d.page_bytes;
-    const int64_t t = slot % d.block_size;
+    const auto t = static_cast<uint32_t>(slot % d.block_size);
     for (int side = 0; side < 2; ++side) {
       const int64_t* st = job.strides[side];
-      for (int64_t h = 0; h < d.num_heads; ++h) {
+      const kvq_side_map* m = &d.side[side];
+      for (uint32_t h = 0; h < d.num_kv_heads; ++h) {
         const uint8_t* row = job.rows[side] + (i * st[0] + h * st[1]) * elem;
-        for (int64_t g = 0; g < d.groups; ++g) {
+        uint8_t* data_row = page + kvq_data_offset(m, t, h);
+        for (uint32_t g = 0; g < groups; ++g) {
           for (int e = 0; e < kNvfp4GroupSize; ++e) {
             x[e] = load_element<T>(row, (g * kNvfp4GroupSize + e) * st[2]);
           }
           const Nvfp4Group q = nvfp4_quantize_group(x, job.global_scale[side]);
-          std::memcpy(page + d.data_offset(side, t, h, g), q.data, kNvfp4GroupBytes);
-          page[d.scale_offset(side, t, h, g)] = q.scale;
+          std::memcpy(data_row + g * kNvfp4GroupBytes, q.data, kNvfp4GroupBytes);
+          page[kvq_scale_offset(m, t, h, g)] = q.scale;
         }
       }
     }
@@ -55,13 +59,37 @@ void write_tokens(const WriteJob& job, int64_t begin, int64_t end) {
 
 }  // namespace
 
+const kvq_requirements& requirements() {
+  static const kvq_requirements needs{
+      sizeof(kvq_requirements),
+      {kDLCPU, 0},
+      (1u << static_cast<uint32_t>(DType::bf16)) | (1u << static_cast<uint32_t>(DType::f16)) |
+          (1u << static_cast<uint32_t>(DType::f32)),
+      1,
+      0,
+  };
+  return needs;
+}
+
 ReferenceWriter::ReferenceWriter(const BackendOptions& options)
-    : layout_(options.cache), threads_(check_backend_options(options)) {}
+    : ReferenceWriter(PageLayout::from_spec(options.cache),
+                      check_backend_options(options.device, options.threads)) {}
+
+ReferenceWriter::ReferenceWriter(const PageLayout& layout, int threads)
+    : layout_(layout), threads_(threads) {}
 
 Status ReferenceWriter::write(const WriteArgs& args) noexcept {
+  if (Status s = check_write_args(args, layout_, requirements(), "reference_cpu"); !s) return s;
+  return write_checked(args);
+}
+
+Status ReferenceWriter::write_checked(const WriteArgs& args) noexcept {
   return catch_as_status([&] {
-    const Nvfp4LayoutDesc& d = layout_.descriptor();
-    const CheckedWrite checked = check_write(args, d);  // throws; nothing written yet
+    const kvq_page_desc& d = layout_.descriptor();
+    // The contract passed: shapes, slots and host scales (a pointer's value too) are usable.
+    const float k_scale = args.k_scale_ptr != nullptr ? *args.k_scale_ptr : args.k_scale;
+    const float v_scale = args.v_scale_ptr != nullptr ? *args.v_scale_ptr : args.v_scale;
+    const int64_t num_tokens = args.key.shape[0];
     WriteJob job{};
     job.desc = &d;
     job.rows[0] = static_cast<const uint8_t*>(args.key.data);
@@ -72,17 +100,17 @@ Status ReferenceWriter::write(const WriteArgs& args) noexcept {
     }
     job.slot_mapping = args.slot_mapping;
     job.cache = static_cast<uint8_t*>(args.cache.data);
-    job.global_scale[0] = nvfp4_global_scale(checked.k_scale);
-    job.global_scale[1] = nvfp4_global_scale(checked.v_scale);
+    job.global_scale[0] = nvfp4_global_scale(k_scale);
+    job.global_scale[1] = nvfp4_global_scale(v_scale);
 
     auto run = [&](auto write_range) {
-      parallel_for(checked.num_tokens, threads_, kMinTokensPerThread,
+      parallel_for(num_tokens, threads_, kMinTokensPerThread,
                    [&](int64_t begin, int64_t end) { write_range(job, begin, end); });
     };
     switch (args.key.dtype) {
       case DType::bf16: run(write_tokens<DType::bf16>); break;
       case DType::f16: run(write_tokens<DType::f16>); break;
-      default: run(write_tokens<DType::f32>); break;  // check_write allowed nothing else
+      default: run(write_tokens<DType::f32>); break;  // the contract allowed nothing else
     }
   });
 }

@@ -29,7 +29,7 @@ struct TimingOptions {
   int32_t launches_per_graph = 16;
 };
 
-class BOOST_SYMBOL_VISIBLE DeviceRuntime {
+class KVQ_API DeviceRuntime {
  public:
   virtual ~DeviceRuntime() = default;
 

@@ -1,6 +1,7 @@
 #pragma once
-// The write and read interfaces backends implement. Plugin-facing: every virtual is noexcept and
-// reports failure as a Status (nothing is thrown across a plugin boundary).
+// The host's write and read interfaces. A plugin's writers and readers (kvq/abi/plugin.h) reach
+// host code as these, after core has checked the contract (kvq/core/contract.h) for them; tests
+// and tools may implement them directly. Every virtual is noexcept and reports failure as a Status.
 #include <array>
 #include <cstdint>
 
@@ -22,7 +23,7 @@ struct WriteArgs {
   TensorView value;         // [num_tokens, num_kv_heads, head_size] same dtype as key
   TensorView slot_mapping;  // [num_tokens] i64 | i32: block * block_size + offset; < 0 pads; unique
   TensorView cache;         // [num_blocks, page_bytes] u8, contiguous, apart from every input
-  float k_scale = 1.0f;     // dequantization scales, > 0, see kNvfp4ScaleRule (the config's
+  float k_scale = 1.0f;     // dequantization scales, > 0, see kvq/core/scale_rule.h (the config's
                             // cache.k_scale is not read by the writer: pass it here) ...
   float v_scale = 1.0f;
   const float* k_scale_ptr = nullptr;  // ... or, when set, one f32 each on the writer's device
@@ -39,7 +40,7 @@ struct WriteArgs {
 //   inputs, outputs and cache must stay alive (and the inputs unchanged) until that stream has run
 //   it. On the CPU the bytes are written when the call returns.
 
-class BOOST_SYMBOL_VISIBLE KVCacheWriter {
+class KVQ_API KVCacheWriter {
  public:
   virtual ~KVCacheWriter() = default;
 
@@ -77,7 +78,7 @@ struct ReadArgs {
 };
 
 // Dequantizes the K and V rows of the given slots back to f32.
-class BOOST_SYMBOL_VISIBLE KVCacheReader {
+class KVQ_API KVCacheReader {
  public:
   virtual ~KVCacheReader() = default;
   virtual Status read(const ReadArgs& args) noexcept = 0;

@@ -5,14 +5,25 @@
 // kernels crashes); writers and readers it made hold a reference to it anyway.
 #include <filesystem>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "kvq/core/export.h"
-#include "kvq/core/plugin_abi.h"
+#include "kvq/core/cache_spec.h"
+#include "kvq/core/device_runtime.h"
+#include "kvq/core/kv_cache.h"
 
 namespace kvq {
+
+// What the host asks a backend for: the cache, the device and, for CPU backends, threads.
+struct BackendOptions {
+  CacheSpec cache;
+  std::optional<Device> device;  // where tensors live; nullopt = the backend's default
+                                 // (cuda_nvfp4: cuda:0). A backend refuses a device it cannot use.
+  int32_t threads = 0;           // CPU backends: worker threads, 0 = hardware concurrency
+};
 
 struct PluginInfo {
   std::string name;
@@ -20,6 +31,7 @@ struct PluginInfo {
   std::filesystem::path file;
   std::string formats;
   std::string layouts;
+  std::string input_dtypes;  // "bf16,f16,f32"
   bool available = false;
   int32_t score = 0;
   std::string reason;  // probe's reason: why unavailable, or what it will use
@@ -33,7 +45,9 @@ struct PluginFailure {
 
 class LoadedPlugin;  // a library kept alive, with its descriptor
 
-// A chosen backend: makes writers and readers that keep its library alive.
+// A chosen backend: makes writers and readers that keep its library alive. Each is the plugin's
+// object behind the host's interface: a call checks the contract (contract.h) and the backend's
+// declared requirements, then crosses the C boundary; errors come back as Status (make_* throw).
 class KVQ_API Backend {
  public:
   const PluginInfo& info() const;

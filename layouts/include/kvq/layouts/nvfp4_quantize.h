@@ -1,7 +1,7 @@
 #pragma once
 // The NVFP4 block quantizer: 16 consecutive elements of a head row -> one E4M3 scale byte and
-// 8 bytes of E2M1 pairs. Steps 1..6 of docs/format.md ("Quantizing one group"), float32 at every
-// step, each product and quotient rounded to nearest. Host and device run this same code, so every
+// 8 bytes of E2M1 pairs. Steps 1..6 of docs/format.md, float32 at every step,
+// each product and quotient rounded to nearest. Host and device run this same code, so every
 // backend writes identical bytes.
 //
 // The step functions are public so a kernel that spreads one group over several threads
@@ -31,12 +31,8 @@ KVQ_HD float nvfp4_global_scale(float k_scale) {
   return detail::div_rn(1.0f, k_scale);
 }
 
-// Whether a dequantization scale can be used: finite, > 0, with a finite reciprocal `global`
-// whose own reciprocal (step 4's 1 / global) is finite too. Below about 2.94e-39 (subnormal),
-// 1 / k_scale is infinite and an all-zero group would quantize to NaN bytes (inf * 0) instead of
-// zeros; within a few ulps of FLT_MAX, global is a subnormal whose reciprocal is infinite, and
-// every group would get a non-zero scale byte over all-zero data. Every check of a host scale
-// says kNvfp4ScaleRule.
+// Whether a dequantization scale can be used (kvq/core/scale_rule.h), by its definition: the
+// rule's bit range is checked against this in tests/layouts/page_layout_validation_test.cpp.
 KVQ_HD bool nvfp4_scale_usable(float k_scale) {
   constexpr uint32_t kExponent = 0x7F800000u;
   const auto finite = [](float f) { return (detail::float_to_bits(f) & kExponent) != kExponent; };
@@ -45,21 +41,6 @@ KVQ_HD bool nvfp4_scale_usable(float k_scale) {
   const float global = nvfp4_global_scale(k_scale);
   return finite(global) && finite(detail::div_rn(1.0f, global));
 }
-// nvfp4_scale_usable as one range of bit patterns, for kernels that check a scale per thread
-// (one subtraction and one compare, no division): 1 / x falls as x grows, so the usable scales
-// are those from the first whose reciprocal is finite (2^-128 x (1 + 2^-21)) to the last whose
-// reciprocal's reciprocal is (FLT_MAX less 3 ulps). Negative values, NaN and infinities have bit
-// patterns outside it. tests/layouts/page_layout_validation_test.cpp checks it against the
-// definition.
-inline constexpr uint32_t kNvfp4UsableScaleBitsFirst = 0x00200001u;
-inline constexpr uint32_t kNvfp4UsableScaleBitsLast = 0x7F7FFFFCu;
-KVQ_HD bool nvfp4_scale_bits_usable(uint32_t bits) {
-  return bits - kNvfp4UsableScaleBitsFirst <=
-         kNvfp4UsableScaleBitsLast - kNvfp4UsableScaleBitsFirst;
-}
-inline constexpr const char* kNvfp4ScaleRule =
-    "expected a finite value > 0 whose reciprocal and that reciprocal's reciprocal are finite "
-    "(a dequantization scale, usually amax / 448)";
 
 // Step 1, one element at a time: max(amax, |x|), a NaN x leaves amax as it was.
 KVQ_HD float nvfp4_amax(float amax, float x) {
