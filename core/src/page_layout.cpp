@@ -52,8 +52,7 @@ std::vector<std::string> known_formats() {
 }
 
 PageLayout::PageLayout(const kvq_page_desc& desc)
-    : desc_(desc),
-      geometry_{desc.num_blocks, desc.block_size, desc.num_kv_heads, desc.head_size} {}
+    : desc_(desc), geometry_{desc.num_blocks, desc.block_size, desc.num_kv_heads, desc.head_size} {}
 
 PageLayout PageLayout::from_spec(const CacheSpec& spec) {
   const int32_t format = parse(kFormats, spec.format, "cache.format", "cache format");
@@ -174,8 +173,7 @@ std::vector<Region> PageLayout::regions() const {
     out.push_back({std::string(side_names[s]) + " data", m.data_base,
                    uint64_t{m.scale_base} - m.data_base, order});
     if (has_scales()) {
-      out.push_back({std::string(side_names[s]) + " scales", m.scale_base,
-                     side_end - m.scale_base,
+      out.push_back({std::string(side_names[s]) + " scales", m.scale_base, side_end - m.scale_base,
                      order + " " + kvq_scale_arrangement_name(desc_.scales[s])});
     }
   }

@@ -119,7 +119,7 @@ void log_line(void*, int32_t level, const char* message) {
 }
 
 int32_t log_enabled(void*, int32_t level) {
-  const auto spd = level <= KVQ_LOG_TRACE  ? spdlog::level::trace
+  const auto spd = level <= KVQ_LOG_TRACE   ? spdlog::level::trace
                    : level == KVQ_LOG_DEBUG ? spdlog::level::debug
                    : level == KVQ_LOG_INFO  ? spdlog::level::info
                    : level == KVQ_LOG_WARN  ? spdlog::level::warn
@@ -182,9 +182,10 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
                             p->abi_version, KVQ_PLUGIN_ABI_VERSION));
   }
   if (p->struct_size < sizeof(kvq_plugin)) {
-    return fail(fmt::format("kvq_plugin is {} bytes, ABI {} has {}: a damaged or hand-made "
-                            "descriptor",
-                            p->struct_size, KVQ_PLUGIN_ABI_VERSION, sizeof(kvq_plugin)));
+    return fail(
+        fmt::format("kvq_plugin is {} bytes, ABI {} has {}: a damaged or hand-made "
+                    "descriptor",
+                    p->struct_size, KVQ_PLUGIN_ABI_VERSION, sizeof(kvq_plugin)));
   }
   if (!p->name || p->name[0] == '\0') return fail("descriptor has no name");
   const std::string name = message_text(p->name, 64);

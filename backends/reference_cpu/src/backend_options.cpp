@@ -16,10 +16,9 @@ int check_backend_options(const std::optional<Device>& device, int threads) {
                 "device");
   }
   if (threads < 0) {
-    throw Error(
-        ErrorCode::invalid_argument,
-        fmt::format("threads = {}: expected >= 0 (0 = one per hardware thread)", threads),
-        "threads");
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("threads = {}: expected >= 0 (0 = one per hardware thread)", threads),
+                "threads");
   }
   return resolve_threads(threads);
 }

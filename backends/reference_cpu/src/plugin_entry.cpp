@@ -46,9 +46,10 @@ class Reader {
 // nvfp4 only: the one format with a codec today.
 Status check_format(const kvq_backend_options& o) {
   if (o.page->format != KVQ_FORMAT_NVFP4) {
-    return {ErrorCode::invalid_argument,
-            fmt::format("reference_cpu writes nvfp4 pages, not {}", kvq_format_name(o.page->format)),
-            "cache.format"};
+    return {
+        ErrorCode::invalid_argument,
+        fmt::format("reference_cpu writes nvfp4 pages, not {}", kvq_format_name(o.page->format)),
+        "cache.format"};
   }
   return Status::ok();
 }
@@ -58,8 +59,8 @@ int32_t init(const kvq_host* host, kvq_error* err) {
 }
 
 int32_t probe(kvq_probe* out, kvq_error* err) {
-  static const std::string reason =
-      fmt::format("host memory, {} hardware threads", std::max(1u, std::thread::hardware_concurrency()));
+  static const std::string reason = fmt::format("host memory, {} hardware threads",
+                                                std::max(1u, std::thread::hardware_concurrency()));
   return abi::guard(err, [&] {
     out->available = 1;
     out->score = 10;  // the fallback: any accelerated backend that is available wins `auto`

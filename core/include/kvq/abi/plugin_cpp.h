@@ -114,7 +114,8 @@ struct WriterBox {
   kvq_writer base;
   T impl;
   template <class... A>
-  explicit WriterBox(const kvq_writer_ops* ops, A&&... a) : base{ops}, impl(std::forward<A>(a)...) {}
+  explicit WriterBox(const kvq_writer_ops* ops, A&&... a)
+      : base{ops}, impl(std::forward<A>(a)...) {}
   static T& of(kvq_writer* w) { return reinterpret_cast<WriterBox*>(w)->impl; }
   static const T& of(const kvq_writer* w) { return reinterpret_cast<const WriterBox*>(w)->impl; }
 };
@@ -150,7 +151,8 @@ struct ReaderBox {
   kvq_reader base;
   T impl;
   template <class... A>
-  explicit ReaderBox(const kvq_reader_ops* ops, A&&... a) : base{ops}, impl(std::forward<A>(a)...) {}
+  explicit ReaderBox(const kvq_reader_ops* ops, A&&... a)
+      : base{ops}, impl(std::forward<A>(a)...) {}
   static T& of(kvq_reader* r) { return reinterpret_cast<ReaderBox*>(r)->impl; }
   static const T& of(const kvq_reader* r) { return reinterpret_cast<const ReaderBox*>(r)->impl; }
 };
@@ -220,8 +222,8 @@ const kvq_runtime_ops* runtime_ops() {
          int32_t iterations, int32_t graph, int32_t launches_per_graph, double* out,
          kvq_error* err) -> int32_t {
         return guard(err, [&] {
-          return Box::of(self).time(launch, context, warmup, iterations, graph,
-                                    launches_per_graph, out);
+          return Box::of(self).time(launch, context, warmup, iterations, graph, launches_per_graph,
+                                    out);
         });
       },
       [](kvq_runtime* self, size_t bytes, double* bytes_per_second, kvq_error* err) -> int32_t {

@@ -10,9 +10,9 @@
 #include <utility>
 #include <vector>
 
-#include "kvq/core/export.h"
 #include "kvq/core/cache_spec.h"
 #include "kvq/core/device_runtime.h"
+#include "kvq/core/export.h"
 #include "kvq/core/kv_cache.h"
 
 namespace kvq {
