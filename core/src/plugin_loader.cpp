@@ -13,6 +13,7 @@
 
 #include "kvq/core/file_io.h"
 #include "kvq/core/logging.h"
+#include "plugin_file_checks.h"
 
 namespace kvq {
 
@@ -55,11 +56,13 @@ std::shared_ptr<const Library> open_library(const fs::path& canonical, std::stri
   std::lock_guard lock(open.mutex);
   if (auto it = open.by_file.find(canonical); it != open.by_file.end()) return it->second;
 
-  // rtld_local: plugins do not see each other's symbols; rtld_lazy: a plugin that needs a
-  // function this machine lacks (a CUDA driver entry point) can still load and probe.
+  // rtld_local: plugins do not see each other's symbols; rtld_now: every function a plugin
+  // needs is resolved here, so that one this machine lacks is a load error kvq reports, not a
+  // "symbol lookup error" that ends the process at the first call (a constructor's, even).
+  // Optional entry points (the CUDA driver's) are looked up with dlsym by the code that uses them.
   boost::dll::fs::error_code ec;
   auto library = std::make_shared<Library>(
-      canonical, boost::dll::load_mode::rtld_lazy | boost::dll::load_mode::rtld_local, ec);
+      canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
   if (ec || !library->is_loaded()) {
     // Boost.DLL keeps dlopen's error in dlerror() (its own fallback checks make no dl calls).
     const char* text = dlerror();
@@ -159,6 +162,12 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
   // writes to it (for ever, in a plugin folder), and a device or socket is no library either.
   if (const std::string kind = non_regular_kind(canonical); !kind.empty()) {
     return fail("not a regular file (" + kind + "): expected a shared library");
+  }
+  // What dlopen must not see: a file another user can change, a truncated ELF file (its
+  // segments would be mapped past the end of the file: SIGBUS), one built for another machine.
+  if (std::string refused = plugin_file_refusal(canonical, insecure_plugins_allowed());
+      !refused.empty()) {
+    return fail(std::move(refused));
   }
 
   std::string why;
