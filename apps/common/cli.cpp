@@ -68,8 +68,12 @@ int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
 }
 
 CheckedConfig load_checked_config(const std::filesystem::path& file) {
-  if (!std::filesystem::exists(file)) {
-    throw Error(ErrorCode::not_found, file.string() + ": no such config file");
+  // The non-throwing form: a name too long, a loop of links or a folder without search
+  // permission is load_config's to name (exit 2), not an "internal error".
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    throw Error(ErrorCode::not_found, message_text(file.string(), 4096) + ": no such config file");
   }
   return check_layout(load_config(file));
 }

@@ -540,6 +540,29 @@ TEST_F(WriteReadCli, ReadEscapesCacheMetadataInItsOneLineError) {
   EXPECT_FALSE(fs::exists(path("out.safetensors")));
 }
 
+// A cache file's recorded k_scale is read with the config's number grammar (parse_number), not
+// strtof's: hexadecimal, a '+' and spaces are refused there as in a config, naming the file.
+TEST_F(WriteReadCli, ReadTakesRecordedScalesInTheConfigsGrammar) {
+  ASSERT_EQ(write("").status, 0);
+  const auto good = SafetensorsFile::load(path("cache.safetensors"));
+  std::vector<uint8_t> bytes(good.at("kv_cache").bytes.begin(), good.at("kv_cache").bytes.end());
+  const auto with_scale = [&](const std::string& value) {
+    auto m = good.metadata();
+    m["k_scale"] = value;
+    save_safetensors(path("scale.safetensors"),
+                     {{"kv_cache", make_view(bytes.data(), DType::u8, {kBlocks, kPage})}}, m);
+    return read("scale.safetensors");
+  };
+  for (const std::string bad : {"0x1p3", "+2", " 1.0", "1.0 ", "Infinity", "8f"}) {
+    SCOPED_TRACE(bad);
+    expect_failure(
+        with_scale(bad), 2,
+        path("scale.safetensors") + ": __metadata__ k_scale = '" + bad + "': " + kNvfp4ScaleRule);
+  }
+  const test::CliResult r = with_scale("8");
+  EXPECT_EQ(r.status, 0) << r.err;
+}
+
 // Cache files made by hand with kvq's metadata but something wrong elsewhere: each refused with
 // exit 2 naming the file, before any backend reads a byte of it.
 TEST_F(WriteReadCli, ReadRefusesHandMadeCacheFilesNamingTheFault) {
