@@ -1,8 +1,13 @@
 #include "cli.h"
 
+#include <algorithm>
+#include <cerrno>
 #include <csignal>
 #include <cstdio>
+#include <cstring>
 #include <iostream>
+#include <string>
+#include <string_view>
 #include <utility>
 
 #include "kvq/core/logging.h"
@@ -33,12 +38,42 @@ CheckedConfig check_layout(Config cfg) {
   return {std::move(cfg), std::move(layout)};
 }
 
-}  // namespace
+// Everything written to stdout reached it (flushed here, so that a full disk, a closed pipe or
+// /dev/full is seen while the exit status can still say so); otherwise says why on stderr and
+// turns success into a runtime failure.
+int checked_stdout(const std::string& name, int status) {
+  errno = 0;
+  std::cout.flush();
+  int err = errno;
+  const bool cout_failed = !std::cout;
+  errno = 0;
+  const bool stdio_failed = std::fflush(stdout) != 0 || std::ferror(stdout) != 0;
+  if (err == 0) err = errno;
+  if (!cout_failed && !stdio_failed) return status;
+  std::cerr << name << ": cannot write to standard output: "
+            << (err != 0 ? std::strerror(err) : "write error") << "\n";
+  std::clearerr(stdout);
+  return status == kExitOk ? kExitRuntime : status;
+}
 
-int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
+// A message as the terminal shows it: control bytes escaped (an ESC sequence in an argument, a
+// file name or an exception's text must not recolour or rewrite the terminal), line breaks kept.
+std::string terminal_text(std::string_view text) {
+  std::string out;
+  std::size_t from = 0;
+  while (from <= text.size()) {
+    const std::size_t eol = std::min(text.find('\n', from), text.size());
+    if (from > 0) out += '\n';
+    out += message_text(text.substr(from, eol - from), text.size());
+    from = eol + 1;
+  }
+  return out;
+}
+
+int run_unchecked(CLI::App& app, const Runner& runner, int argc, char** argv) {
   // Past a file size limit (ulimit -f), write(2) then fails with EFBIG, which write_file_atomically
   // reports, removing its temporary file; the default action of SIGXFSZ would kill the process
-  // mid-write and leave FILE.tmp behind.
+  // mid-write and leave its temporary file behind.
   std::signal(SIGXFSZ, SIG_IGN);
   try {
     app.parse(argc, argv);
@@ -49,7 +84,7 @@ int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
   } catch (const CLI::CallForVersion& e) {
     return app.exit(e);
   } catch (const CLI::ParseError& e) {
-    std::cerr << app.get_name() << ": " << e.what() << " (try --help)\n";
+    std::cerr << app.get_name() << ": " << terminal_text(e.what()) << " (try --help)\n";
     return kExitUsage;
   }
   if (!runner) {
@@ -59,17 +94,28 @@ int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
   try {
     return runner();
   } catch (const Error& e) {
-    std::cerr << app.get_name() << ": " << e.what() << "\n";
+    std::cerr << app.get_name() << ": " << terminal_text(e.what()) << "\n";
     return exit_status_for(e.code());
   } catch (const std::exception& e) {
-    std::cerr << app.get_name() << ": internal error: " << e.what() << "\n";
+    std::cerr << app.get_name() << ": internal error: " << terminal_text(e.what()) << "\n";
     return kExitRuntime;
   }
 }
 
+}  // namespace
+
+int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
+  const int status = run_unchecked(app, runner, argc, argv);
+  return checked_stdout(app.get_name(), status);
+}
+
 CheckedConfig load_checked_config(const std::filesystem::path& file) {
-  if (!std::filesystem::exists(file)) {
-    throw Error(ErrorCode::not_found, file.string() + ": no such config file");
+  // The non-throwing form: a name too long, a loop of links or a folder without search
+  // permission is load_config's to name (exit 2), not an "internal error".
+  std::error_code ec;
+  const auto status = std::filesystem::status(file, ec);
+  if (status.type() == std::filesystem::file_type::not_found) {
+    throw Error(ErrorCode::not_found, message_text(file.string(), 4096) + ": no such config file");
   }
   return check_layout(load_config(file));
 }

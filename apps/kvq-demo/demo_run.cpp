@@ -2,11 +2,18 @@
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
+#include <limits>
 #include <map>
+#include <memory>
+#include <optional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "attention.h"
@@ -15,6 +22,7 @@
 #include "kv_generator.h"
 #include "kvq/core/logging.h"
 #include "kvq/core/open_backend.h"
+#include "kvq/layouts/layout_factory.h"
 #include "progress.h"
 #include "sequence_scheduler.h"
 #include "sharded_cache.h"
@@ -35,6 +43,45 @@ DemoSpec demo_spec(const Config& cfg, const RunOptions& options) {
 
 namespace {
 
+// Host bytes the demo keeps for each cache block whatever the backend: the block allocator's free
+// list (8) and in-use and ever-used flags (1 + 1), and the owner counts of the final leak check
+// (8).
+constexpr uint64_t kHostBytesPerBlock = 18;
+
+struct HostMemory {
+  uint64_t bytes = std::numeric_limits<uint64_t>::max();
+  std::string source = "no limit known";
+};
+
+// a + b and a * b, saturated at 2^64 - 1 (a config's sizes may overflow 64 bits).
+uint64_t add_sat(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  return __builtin_add_overflow(a, b, &out) ? std::numeric_limits<uint64_t>::max() : out;
+}
+uint64_t mul_sat(uint64_t a, uint64_t b) {
+  uint64_t out = 0;
+  return __builtin_mul_overflow(a, b, &out) ? std::numeric_limits<uint64_t>::max() : out;
+}
+
+// What a process may allocate here: the physical memory, or less where ulimit -v / -d says so.
+HostMemory host_memory() {
+  HostMemory m;
+  const long pages = ::sysconf(_SC_PHYS_PAGES), page = ::sysconf(_SC_PAGE_SIZE);
+  if (pages > 0 && page > 0) {
+    m.bytes = static_cast<uint64_t>(pages) * static_cast<uint64_t>(page);
+    m.source = "this machine's physical memory";
+  }
+  for (const auto& [resource, name] : {std::pair{RLIMIT_AS, "the address space limit (ulimit -v)"},
+                                       std::pair{RLIMIT_DATA, "the data limit (ulimit -d)"}}) {
+    rlimit r{};
+    if (::getrlimit(resource, &r) == 0 && r.rlim_cur != RLIM_INFINITY && r.rlim_cur < m.bytes) {
+      m.bytes = r.rlim_cur;
+      m.source = name;
+    }
+  }
+  return m;
+}
+
 // A sequence's original K/V while it is in the cache: what was written, kept to compare with what
 // the reader gives back.
 struct Originals {
@@ -50,9 +97,7 @@ class DemoRun {
         heads_(cfg.cache.num_kv_heads),
         dim_(cfg.cache.head_size),
         row_(heads_ * dim_),
-        generator_(spec_.seed, heads_, dim_),
-        scheduler_(plan_sequences(spec_, spec_.seed), spec_.max_batch, cfg.cache.num_blocks,
-                   cfg.cache.block_size) {}
+        generator_(spec_.seed, heads_, dim_) {}
 
   DemoResult run() {
     const auto start = std::chrono::steady_clock::now();
@@ -62,6 +107,8 @@ class DemoRun {
     OpenedBackend opened = open_backend(cfg_, options_.backend);
     const int64_t max_write = std::max(spec_.prompt_tokens[1], spec_.max_batch);
     const int64_t max_read = spec_.prompt_tokens[1] + spec_.decode_tokens[1];
+    // Before anything of the cache's size is allocated, on the host or the device.
+    check_memory(opened, shards);
     // Devices from the config (not --devices): a device the backend refuses is the config's.
     if (options_.devices.empty()) {
       at_config_keys(cfg_, [&] { open_cache(opened, shards, max_write, max_read); });
@@ -75,6 +122,8 @@ class DemoRun {
       o.device = Device::cpu();
       reference_.emplace(reference, o, shards, max_write, max_read);
     }
+    scheduler_.emplace(plan_sequences(spec_, spec_.seed), spec_.max_batch, cfg_.cache.num_blocks,
+                       cfg_.cache.block_size);
     if (options_.timeline) timeline_.emplace(start);
     fill_header(opened);
 
@@ -89,20 +138,20 @@ class DemoRun {
     std::vector<float> fkey(static_cast<std::size_t>(row_)), fvalue(fkey.size());
 
     auto retire = [&] {
-      for (int64_t id : scheduler_.complete()) {
+      for (int64_t id : scheduler_->complete()) {
         throw_if_interrupted();
         check_sequence(id);
-        scheduler_.release(id);
+        scheduler_->release(id);
         originals_.erase(id);
       }
     };
 
-    while (!scheduler_.done()) {
+    while (!scheduler_->done()) {
       throw_if_interrupted();
-      const std::vector<PrefillWrite> prefills = scheduler_.admit();
+      const std::vector<PrefillWrite> prefills = scheduler_->admit();
       for (const PrefillWrite& w : prefills) {
         throw_if_interrupted();
-        const Sequence& s = scheduler_.sequence(w.sequence);
+        const Sequence& s = scheduler_->sequence(w.sequence);
         Originals& o = originals_[w.sequence];
         const auto n = static_cast<std::size_t>(s.plan.total() * row_);
         o.key.resize(n);
@@ -120,14 +169,14 @@ class DemoRun {
         progress.update(result_.tokens_written, "prefill");
       }
       retire();
-      if (scheduler_.done()) break;
-      if (!scheduler_.has_decode_work()) {
+      if (scheduler_->done()) break;
+      if (!scheduler_->has_decode_work()) {
         if (prefills.empty()) {
           throw Error(ErrorCode::internal, "scheduler: nothing to admit and nothing to decode");
         }
         continue;
       }
-      const DecodeWrite w = scheduler_.decode();
+      const DecodeWrite w = scheduler_->decode();
       std::fill(batch_key.begin(), batch_key.end(), uint16_t{0});
       std::fill(batch_value.begin(), batch_value.end(), uint16_t{0});
       for (std::size_t r = 0; r < w.sequence.size(); ++r) {
@@ -157,14 +206,14 @@ class DemoRun {
     }
 
     // The snapshot at the end: sequences still running are read back in place.
-    const std::vector<int64_t> live = scheduler_.running();
+    const std::vector<int64_t> live = scheduler_->running();
     for (int64_t id : live) {
       throw_if_interrupted();
       check_sequence(id);
     }
     result_.sequences_live_at_end = static_cast<int64_t>(live.size());
-    result_.sequences_finished = scheduler_.num_finished();
-    result_.blocks_leaked = scheduler_.blocks_leaked();
+    result_.sequences_finished = scheduler_->num_finished();
+    result_.blocks_leaked = scheduler_->blocks_leaked();
     if (const int64_t skipped = cache_->take_out_of_range_slots(); skipped != 0) {
       throw Error(ErrorCode::runtime,
                   fmt::format("the writer skipped {} out-of-range slots: the demo's slot "
@@ -181,6 +230,46 @@ class DemoRun {
  private:
   // The cache in `shards` KV-head shards: on --devices, or counted up from the device the
   // backend resolves the config's to (one shard: exactly the config's device, as before).
+  // The host memory the run needs, refused at cache.num_blocks (exit 2) when it is more than this
+  // machine gives a process: the demo's per-block state, every shard cache that lives in host
+  // memory (a CPU backend's), and with --verify the reference caches and the two copies compared.
+  // A cache on a GPU is checked by its own allocation, before any per-block state exists
+  // (ShardedCache refuses one that does not fit the device, at the same key).
+  void check_memory(const OpenedBackend& opened, int64_t shards) {
+    if (shards < 1 || heads_ % shards != 0) return;  // check_tensor_parallel said why
+    const std::vector<Device> devices =
+        options_.devices.empty()
+            ? shard_devices(shards, opened.backend.make_runtime(opened.options)->device(), {})
+            : options_.devices;
+    CacheSpec shard_spec = cfg_.cache;
+    shard_spec.num_kv_heads = heads_ / shards;
+    const std::unique_ptr<PageLayout> layout = make_layout(shard_spec);
+    const uint64_t shard_bytes = layout->cache_bytes();
+    const auto blocks = static_cast<uint64_t>(cfg_.cache.num_blocks);
+    const auto count = static_cast<uint64_t>(shards);
+    uint64_t cache_on_host = 0;
+    for (const Device& d : devices)
+      cache_on_host = add_sat(cache_on_host, d.is_cuda() ? 0 : shard_bytes);
+    const uint64_t verify = options_.verify ? mul_sat(shard_bytes, count + 2) : 0;
+    const uint64_t state = mul_sat(blocks, kHostBytesPerBlock);
+    const uint64_t total = add_sat(add_sat(cache_on_host, verify), state);
+    const HostMemory host = host_memory();
+    if (total < host.bytes) return;
+    const auto shown = [](uint64_t v) {
+      return v == std::numeric_limits<uint64_t>::max() ? std::string("more than 2^64")
+                                                       : std::to_string(v);
+    };
+    cfg_.fail_at(
+        "cache.num_blocks",
+        fmt::format("{} blocks of {} bytes need {} bytes of host memory ({} for caches in host "
+                    "memory{}, {} for the demo's per-block state at {} bytes a block): expected "
+                    "at most {} bytes ({})",
+                    blocks, mul_sat(layout->page_bytes(), count), shown(total),
+                    shown(cache_on_host),
+                    options_.verify ? ", " + shown(verify) + " for --verify" : std::string(),
+                    shown(state), kHostBytesPerBlock, host.bytes, host.source));
+  }
+
   void open_cache(const OpenedBackend& opened, int64_t shards, int64_t max_write,
                   int64_t max_read) {
     std::vector<Device> devices;
@@ -218,7 +307,7 @@ class DemoRun {
   // Per shard: where it ran, its pages and bytes, and each head's content hash; the cache hash
   // over all heads in order.
   void fill_shards() {
-    const int64_t pages_used = scheduler_.allocator().peak_used();
+    const int64_t pages_used = scheduler_->allocator().peak_used();
     uint64_t cache_hash = kFnv1a64Offset;
     std::vector<uint8_t> content;
     for (int64_t s = 0; s < cache_->num_shards(); ++s) {
@@ -246,7 +335,7 @@ class DemoRun {
   }
 
   int64_t planned_tokens() const {
-    SequenceScheduler dry = scheduler_;
+    SequenceScheduler dry = *scheduler_;
     int64_t tokens = 0;
     while (!dry.done()) {
       throw_if_interrupted();
@@ -267,11 +356,11 @@ class DemoRun {
   // Reads a sequence's K/V back through the backend's reader, adds the K and V errors, and runs
   // decode attention for a fresh query per query head on the dequantized and the original K/V.
   void check_sequence(int64_t id) {
-    const Sequence& s = scheduler_.sequence(id);
+    const Sequence& s = scheduler_->sequence(id);
     const Originals& o = originals_.at(id);
     const int64_t t = s.length;
     const auto n = static_cast<std::size_t>(t * row_);
-    const std::vector<int64_t> slots = scheduler_.slots_of(id);
+    const std::vector<int64_t> slots = scheduler_->slots_of(id);
     read_key_.resize(n);
     read_value_.resize(n);
     cache_->read(slots.data(), t, read_key_.data(), read_value_.data());
@@ -354,7 +443,7 @@ class DemoRun {
 
   void finish_numbers(std::chrono::steady_clock::time_point start) {
     DemoResult& r = result_;
-    const BlockAllocator& a = scheduler_.allocator();
+    const BlockAllocator& a = scheduler_->allocator();
     r.pages_used = a.peak_used();
     r.pages_distinct = a.distinct_used();
     r.pages_reused = a.reused();
@@ -376,7 +465,9 @@ class DemoRun {
   DemoSpec spec_;
   int64_t heads_, dim_, row_;
   KvGenerator generator_;
-  SequenceScheduler scheduler_;
+  // Made once every size the config implies is known to fit (check_memory, open_cache): its
+  // per-block state alone is 18 bytes a block.
+  std::optional<SequenceScheduler> scheduler_;
   std::optional<ShardedCache> cache_;
   std::optional<ShardedCache> reference_;
   std::optional<TimelineRecorder> timeline_;

@@ -15,12 +15,13 @@ namespace {
 
 volatile std::sig_atomic_t g_signal = 0;  // the first SIGINT or SIGTERM; 0: none
 // The temporary file being written, for the handler to remove on a second Ctrl-C. Fixed storage:
-// a handler may not allocate.
+// a handler may not allocate. g_tmp_ready is set only while g_tmp_path holds a whole name.
 char g_tmp_path[4096] = {0};
+volatile std::sig_atomic_t g_tmp_ready = 0;
 
 extern "C" void on_interrupt(int sig) {
   if (g_signal) {
-    if (g_tmp_path[0]) ::unlink(g_tmp_path);
+    if (g_tmp_ready) ::unlink(g_tmp_path);
     ::_exit(128 + g_signal);
   }
   g_signal = sig;
@@ -50,20 +51,19 @@ void throw_if_interrupted() {
 }
 
 void write_file_atomically(const std::filesystem::path& file, std::string_view text) {
-  const std::string tmp = temporary_path_for(file).string();
-  if (tmp.size() >= sizeof(g_tmp_path)) {
+  // The temporary is FILE.tmp.XXXXXX: it must fit the handler's fixed storage.
+  if (file.string().size() + 16 >= sizeof(g_tmp_path)) {
     throw Error(ErrorCode::io, fmt::format("{}: path too long", file.string()));
   }
   throw_if_interrupted();
-  std::memcpy(g_tmp_path, tmp.c_str(), tmp.size() + 1);
-  bool written = false;
-  try {
-    written = kvq::write_file_atomically(file, text, interrupted);
-  } catch (...) {
-    g_tmp_path[0] = '\0';
-    throw;
-  }
-  g_tmp_path[0] = '\0';
+  const auto temporary = [](const std::filesystem::path& tmp) {
+    g_tmp_ready = 0;
+    const std::string name = tmp.string();
+    if (name.empty() || name.size() >= sizeof(g_tmp_path)) return;
+    std::memcpy(g_tmp_path, name.c_str(), name.size() + 1);
+    g_tmp_ready = 1;
+  };
+  const bool written = kvq::write_file_atomically(file, text, interrupted, temporary);
   if (!written) throw Interrupted();
 }
 

@@ -4,8 +4,9 @@
 // the signal killed). A second signal exits at once (after removing the temporary file, if one is
 // being written).
 //
-// Output files are written whole or not at all (kvq::write_file_atomically: FILE.tmp, then renamed
-// over FILE), so neither Ctrl-C nor a crash leaves a partial FILE behind.
+// Output files are written whole or not at all (kvq::write_file_atomically: a temporary
+// FILE.tmp.XXXXXX, then renamed over FILE), so neither Ctrl-C nor a crash leaves a partial FILE
+// behind.
 //
 // The flag is the one piece of process-wide state in kvq-demo: a signal handler can only talk to
 // the program through one.

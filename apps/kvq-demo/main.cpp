@@ -23,9 +23,9 @@ uint64_t parse_seed(const std::string& word) {
   int64_t v = -1;
   const auto [end, ec] = std::from_chars(word.data(), word.data() + word.size(), v);
   if (word.empty() || ec != std::errc() || end != word.data() + word.size() || v < 0) {
-    throw kvq::Error(
-        kvq::ErrorCode::invalid_argument,
-        "--seed: expected an integer in [0, 9223372036854775807], found '" + word + "'");
+    throw kvq::Error(kvq::ErrorCode::invalid_argument,
+                     "--seed: expected an integer in [0, 9223372036854775807], found '" +
+                         kvq::message_text(word) + "'");
   }
   return static_cast<uint64_t>(v);
 }

@@ -80,7 +80,18 @@ ShardedCache::Shard ShardedCache::make_shard(const Backend& backend, const Backe
   const auto row = static_cast<std::size_t>(s.num_heads * head_size_);
   const auto w = static_cast<std::size_t>(max_write_tokens_);
   const auto r = static_cast<std::size_t>(max_read_tokens_);
-  s.cache = DeviceBuffer(s.runtime, s.writer->layout().cache_bytes(), "the KV cache");
+  // The cache is the one buffer whose size the config sets: one its device cannot hold is the
+  // config's to fix (exit 2 at cache.num_blocks), not a failure of the run. (A cache in host
+  // memory was checked against the host before this: DemoRun::check_memory.)
+  try {
+    s.cache = DeviceBuffer(s.runtime, s.writer->layout().cache_bytes(), "the KV cache");
+  } catch (const Error& e) {
+    throw Error(
+        ErrorCode::invalid_argument,
+        fmt::format("{} blocks of {} bytes do not fit on {}: {}", o.cache.num_blocks,
+                    s.writer->layout().page_bytes(), to_string(s.runtime->device()), e.what()),
+        "cache.num_blocks");
+  }
   s.cache.fill(0);
   s.key = DeviceBuffer(s.runtime, w * row * 2, "the key staging buffer");
   s.value = DeviceBuffer(s.runtime, w * row * 2, "the value staging buffer");

@@ -42,7 +42,7 @@ std::vector<Device> parse_device_list(std::string_view list) {
           ErrorCode::invalid_argument,
           fmt::format("--devices {}: entry {} is '{}': expected a CUDA ordinal (0, 1, ...), "
                       "cuda:N or cpu",
-                      list, index, word));
+                      message_text(list, 256), index, message_text(word)));
     }
     if (comma == std::string_view::npos) break;
     begin = comma + 1;

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <cstring>
 
+#include "kvq/core/config.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
@@ -25,11 +26,12 @@ std::optional<float> recorded_scale(const SafetensorsFile& f, const char* key) {
   const auto it = f.metadata().find(key);
   if (it == f.metadata().end()) return std::nullopt;
   const std::string& text = it->second;
-  char* end = nullptr;
-  const float value = std::strtof(text.c_str(), &end);
+  // The config's grammar (parse_number): what kvq write records is what a config may say.
+  const std::optional<double> number = parse_number(text);
+  const float value = number ? static_cast<float>(*number) : 0.0f;
   // The writer's own rule, checked here so that a bad recorded scale names this file and not the
   // one a read takes its slots from (load_cache_file has matched the config's format, nvfp4).
-  if (text.empty() || end != text.c_str() + text.size() || !nvfp4_scale_usable(value)) {
+  if (!number || !nvfp4_scale_usable(value)) {
     bad(fmt::format("{}: __metadata__ {} = '{}': {}", f.source(), key, message_text(text),
                     kScaleRule));
   }

@@ -48,10 +48,10 @@ void add_check_command(CLI::App& app, Runner& run) {
       auto [cfg, layout] = load_checked_config(*config);
       apply_logging(cfg);  // reports a bad KVQ_LOG_LEVEL, as every command does
       check_backend(cfg);
-      std::cout << *config << ": ok (" << cfg.cache.format << ", " << cfg.cache.num_blocks
-                << " pages of " << cfg.cache.block_size << " tokens x " << cfg.cache.num_kv_heads
-                << " heads x " << cfg.cache.head_size << ", " << layout->page_bytes()
-                << " bytes/page, backend " << cfg.backend << ")\n";
+      std::cout << message_text(*config, 4096) << ": ok (" << cfg.cache.format << ", "
+                << cfg.cache.num_blocks << " pages of " << cfg.cache.block_size << " tokens x "
+                << cfg.cache.num_kv_heads << " heads x " << cfg.cache.head_size << ", "
+                << layout->page_bytes() << " bytes/page, backend " << cfg.backend << ")\n";
       return kExitOk;
     };
   });

@@ -115,11 +115,8 @@ int run_write(const WriteFlags& f) {
   check_writable(f.output, "--output");
   check_distinct(f.output, "--output", f.input, "--input");  // --cache C --output C: in place
   check_distinct(f.output, "--output", f.config, "CONFIG");
-  // --cache C --output C is the in-place update; any other --cache must not be OUT.tmp, which the
-  // write truncates and renames over OUT.
-  if (!f.cache.empty() && !same_file(f.output, f.cache)) {
-    check_distinct(f.output, "--output", f.cache, "--cache");
-  }
+  // --cache C --output C is the in-place update, and needs no check: the cache is read whole
+  // before the output's own temporary (a new file, never an input) is written and renamed over it.
   const SafetensorsFile in = SafetensorsFile::load(f.input);
   const Inputs x = check_inputs(in, cfg, f.config);
   std::vector<uint8_t> cache;

@@ -1,6 +1,9 @@
 #include "kvq/core/config.h"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <yaml-cpp/yaml.h>
 
 #include <cctype>
@@ -8,7 +11,6 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <fstream>
 #include <initializer_list>
 #include <limits>
 #include <system_error>
@@ -41,6 +43,24 @@ void Config::fail_at(const std::string& key, const std::string& message) const {
 std::filesystem::path Config::base_dir() const {
   if (source.empty() || source.front() == '<') return std::filesystem::current_path();
   return std::filesystem::absolute(std::filesystem::path(source)).parent_path();
+}
+
+std::optional<double> parse_number(std::string_view s) {
+  if (s == ".nan" || s == ".NaN" || s == ".NAN" || s == "nan" || s == "NaN") return std::nan("");
+  if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" || s == "inf") {
+    return std::numeric_limits<double>::infinity();
+  }
+  if (s == "-.inf" || s == "-.Inf" || s == "-.INF" || s == "-inf") {
+    return -std::numeric_limits<double>::infinity();
+  }
+  // from_chars also takes "infinity", "nan(...)" and any case of them: only digits are read here.
+  const auto digit_or_point = [](char c) { return (c >= '0' && c <= '9') || c == '.'; };
+  const std::size_t first = !s.empty() && s.front() == '-' ? 1 : 0;
+  if (s.size() <= first || !digit_or_point(s[first])) return std::nullopt;
+  double v = 0;
+  const auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
+  if (ec != std::errc() || end != s.data() + s.size()) return std::nullopt;
+  return v;
 }
 
 std::optional<Device> parse_device(std::string_view word) {
@@ -183,7 +203,24 @@ class Parser {
     throw ConfigError(cfg_.source, mark_of(n), key, msg);
   }
 
-  void record(const YAML::Node& n, const std::string& key) { cfg_.marks[key] = mark_of(n); }
+  void record(const YAML::Node& n, const std::string& key) {
+    cfg_.marks[key] = mark_of(n);
+    untagged(n, key);
+  }
+
+  // A YAML tag (!!float 16, !!str 5, !custom x) asks for a type kvq would not give the value:
+  // refused, not ignored, so that the file means one thing to every reader. "?" is no tag, "!"
+  // the one a quoted scalar has.
+  void untagged(const YAML::Node& n, const std::string& key) {
+    const std::string& tag = n.Tag();
+    if (tag.empty() || tag == "?" || tag == "!") return;
+    std::string shown = tag;
+    if (constexpr std::string_view core = "tag:yaml.org,2002:"; shown.starts_with(core)) {
+      shown = "!!" + shown.substr(core.size());
+    }
+    fail(n, key.empty() ? "<root>" : key,
+         fmt::format("YAML tag '{}': expected a plain value without a tag", message_text(shown)));
+  }
 
   void expect_map(const YAML::Node& n, const std::string& key) {
     record(n, key.empty() ? "<root>" : key);
@@ -198,6 +235,7 @@ class Parser {
     std::map<std::string, Mark> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (it->second.IsNull()) null_values_.emplace_back(it->second, raw_mark(it->first));
+      untagged(it->first, prefix);
       if (!it->first.IsScalar()) {
         fail(it->first, prefix.empty() ? "<root>" : prefix,
              fmt::format("expected a key name, found {}", found(it->first)));
@@ -265,20 +303,9 @@ class Parser {
 
   float positive_float(const YAML::Node& n, const std::string& key) {
     std::string s = scalar(n, key, "a positive number");
-    double v = 0;
-    if (s == ".nan" || s == ".NaN" || s == ".NAN" || s == "nan" || s == "NaN") {
-      v = std::nan("");
-    } else if (s == ".inf" || s == ".Inf" || s == ".INF" || s == "+.inf" || s == "inf") {
-      v = std::numeric_limits<double>::infinity();
-    } else if (s == "-.inf" || s == "-.Inf" || s == "-.INF" || s == "-inf") {
-      v = -std::numeric_limits<double>::infinity();
-    } else {
-      auto [end, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-      if (ec != std::errc() || end != s.data() + s.size() || s.empty()) {
-        fail(n, key, fmt::format("expected a positive number, found {}", found(n)));
-      }
-    }
-    const auto f = static_cast<float>(v);
+    const std::optional<double> v = parse_number(s);
+    if (!v) fail(n, key, fmt::format("expected a positive number, found {}", found(n)));
+    const auto f = static_cast<float>(*v);
     if (!std::isfinite(f) || !(f > 0.0f)) {
       fail(n, key, fmt::format("expected a finite number > 0, found {}", s));
     }
@@ -346,33 +373,61 @@ std::string demo_fit_problem(const DemoSpec& demo, const CacheSpec& cache) {
 }
 
 Config load_config(const std::filesystem::path& file) {
-  std::error_code ec;
-  if (std::filesystem::is_directory(file, ec)) {
+  const std::string shown = message_text(file.string(), 4096);
+  // Opened without waiting (O_NONBLOCK): a FIFO is refused below, never waited on for a writer
+  // that may never come. Read through the descriptor that was checked, so what is read is what
+  // was checked.
+  const int fd = ::open(file.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) {
+    const int err = errno;
+    // A path that cannot name a file (too long, a loop of links, a folder without search
+    // permission, a file inside a file) is the caller's to fix: bad usage, not a failure of kvq.
+    const bool bad_path = err == ENAMETOOLONG || err == ELOOP || err == EACCES || err == EPERM ||
+                          err == ENOTDIR || err == ENXIO;
+    throw Error(bad_path ? ErrorCode::invalid_argument : ErrorCode::io,
+                fmt::format("{}: cannot open config file ({}): expected a readable YAML file",
+                            shown, std::strerror(err)));
+  }
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    throw Error(ErrorCode::io,
+                fmt::format("{}: cannot read the config file ({})", shown, std::strerror(errno)));
+  }
+  if (S_ISDIR(st.st_mode)) {
     throw Error(ErrorCode::invalid_argument,
-                fmt::format("{}: a folder: expected a YAML config file", file.string()));
+                fmt::format("{}: a folder: expected a YAML config file", shown));
   }
-  errno = 0;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) {
-    const int err = errno;  // what open(2) said; 0 where the library did not say
-    throw Error(ErrorCode::io, fmt::format("{}: cannot open config file ({})", file.string(),
-                                           err != 0                            ? std::strerror(err)
-                                           : std::filesystem::exists(file, ec) ? "cannot read it"
-                                                                               : "no such file"));
+  if (S_ISFIFO(st.st_mode) || S_ISSOCK(st.st_mode)) {
+    throw Error(ErrorCode::invalid_argument,
+                fmt::format("{}: {}: expected a YAML config file (a regular file)", shown,
+                            S_ISFIFO(st.st_mode) ? "a FIFO" : "a socket"));
   }
+  // Reads block again from here (a character device such as /dev/zero is read as a stream).
+  (void)::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
   // A config is a few hundred bytes; a stream that goes on (/dev/zero, a wrong path to a
   // checkpoint) is refused after kMaxConfigBytes, not read until memory runs out.
-  constexpr std::streamsize kMaxConfigBytes = std::streamsize{1} << 20;
-  std::string text(static_cast<size_t>(kMaxConfigBytes) + 1, '\0');
-  in.read(text.data(), kMaxConfigBytes + 1);
-  if (in.bad()) {
-    throw Error(ErrorCode::io, fmt::format("{}: cannot read the config file", file.string()));
+  constexpr std::size_t kMaxConfigBytes = std::size_t{1} << 20;
+  std::string text(kMaxConfigBytes + 1, '\0');
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) {
+      throw Error(ErrorCode::io,
+                  fmt::format("{}: cannot read the config file ({})", shown, std::strerror(errno)));
+    }
+    if (n == 0) break;
+    done += static_cast<std::size_t>(n);
   }
-  text.resize(static_cast<size_t>(in.gcount()));
-  if (text.size() > static_cast<size_t>(kMaxConfigBytes)) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("{}: more than {} bytes: expected a YAML config file", file.string(),
-                            kMaxConfigBytes));
+  text.resize(done);
+  if (text.size() > kMaxConfigBytes) {
+    throw Error(
+        ErrorCode::invalid_argument,
+        fmt::format("{}: more than {} bytes: expected a YAML config file", shown, kMaxConfigBytes));
   }
   return parse_config(text, file.string());
 }

@@ -28,7 +28,8 @@ std::shared_ptr<spdlog::logger> make_logger() {
   if (const char* env = std::getenv("KVQ_LOG_LEVEL"); env && is_log_level(env)) {
     log->set_level(parse_level(env));
   } else if (env) {  // said once, when the logger is made; the config's level applies
-    log->warn("KVQ_LOG_LEVEL={}: not a log level (expected {}); ignored", env, log_level_words());
+    log->warn("KVQ_LOG_LEVEL={}: not a log level (expected {}); ignored", message_text(env),
+              log_level_words());
   }
   return log;
 }
@@ -61,8 +62,8 @@ bool is_log_level(std::string_view level) {
 
 void set_log_level(std::string_view level) {
   if (!is_log_level(level)) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("unknown log level '{}': expected {}", level, log_level_words()));
+    throw Error(ErrorCode::invalid_argument, fmt::format("unknown log level '{}': expected {}",
+                                                         message_text(level), log_level_words()));
   }
   if (const char* env = std::getenv("KVQ_LOG_LEVEL"); env && is_log_level(env)) level = env;
   logger().set_level(parse_level(level));

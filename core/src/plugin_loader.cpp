@@ -13,6 +13,7 @@
 
 #include "kvq/core/file_io.h"
 #include "kvq/core/logging.h"
+#include "plugin_file_checks.h"
 
 namespace kvq {
 
@@ -51,10 +52,10 @@ std::shared_ptr<const Library> open_library(const fs::path& canonical, std::stri
   std::lock_guard lock(open.mutex);
   if (auto it = open.by_file.find(canonical); it != open.by_file.end()) return it->second;
 
-  // rtld_local: plugins do not see each other's symbols; rtld_now: a function the plugin needs
-  // and this machine lacks is a load error reported here, never a "symbol lookup error" that
-  // kills the host at the first call (the CUDA plugin links the runtime statically and finds the
-  // driver at run time, so it loads on machines without one).
+  // rtld_local: plugins do not see each other's symbols; rtld_now: every function a plugin
+  // needs is resolved here, so that one this machine lacks is a load error kvq reports, not a
+  // "symbol lookup error" that ends the process at the first call (a constructor's, even).
+  // Optional entry points (the CUDA driver's) are looked up with dlsym by the code that uses them.
   boost::dll::fs::error_code ec;
   auto library = std::make_shared<Library>(
       canonical, boost::dll::load_mode::rtld_now | boost::dll::load_mode::rtld_local, ec);
@@ -150,6 +151,12 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
   // writes to it (for ever, in a plugin folder), and a device or socket is no library either.
   if (const std::string kind = non_regular_kind(canonical); !kind.empty()) {
     return fail("not a regular file (" + kind + "): expected a shared library");
+  }
+  // What dlopen must not see: a file another user can change, a truncated ELF file (its
+  // segments would be mapped past the end of the file: SIGBUS), one built for another machine.
+  if (std::string refused = plugin_file_refusal(canonical, insecure_plugins_allowed());
+      !refused.empty()) {
+    return fail(std::move(refused));
   }
 
   std::string why;

@@ -3,9 +3,12 @@
 #include "kvq/core/config.h"
 
 #include <gtest/gtest.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
+#include <filesystem>
 #include <fstream>
 #include <string>
 
@@ -140,6 +143,51 @@ TEST(Config, EndlessStreamIsRefused) {
                     "/dev/zero: more than 1048576 bytes: expected a YAML config file");
 }
 
+// A FIFO is refused at once: opening one for reading waits for a writer, for ever (ctest's
+// timeout would end a regression).
+TEST(Config, FifoIsRefusedNotWaitedOn) {
+  const auto fifo = std::filesystem::path(testing::TempDir()) /
+                    ("kvq_config_fifo_" + std::to_string(::getpid()) + ".yaml");
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(::mkfifo(fifo.c_str(), 0644), 0);
+  expect_load_error(fifo.string(), ErrorCode::invalid_argument,
+                    fifo.string() + ": a FIFO: expected a YAML config file (a regular file)");
+  std::filesystem::remove(fifo);
+}
+
+// Paths that cannot name a file are the caller's to fix (exit 2), each named with the reason:
+// a name too long, a loop of links, a file where a folder should be.
+TEST(Config, PathsThatNameNoFileAreUsageErrors) {
+  const auto dir = std::filesystem::path(testing::TempDir()) /
+                   ("kvq_config_paths_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  const std::string long_name = (dir / (std::string(300, 'c') + ".yaml")).string();
+  expect_load_error(long_name, ErrorCode::invalid_argument,
+                    long_name +
+                        ": cannot open config file (File name too long): expected a "
+                        "readable YAML file");
+  std::filesystem::create_symlink(dir / "loop.yaml", dir / "loop.yaml");
+  expect_load_error((dir / "loop.yaml").string(), ErrorCode::invalid_argument,
+                    "loop.yaml: cannot open config file (Too many levels of symbolic links)");
+  std::ofstream(dir / "plain") << "x";
+  expect_load_error((dir / "plain" / "kvq.yaml").string(), ErrorCode::invalid_argument,
+                    "kvq.yaml: cannot open config file (Not a directory)");
+  std::filesystem::remove_all(dir);
+}
+
+TEST(Config, ParseNumberIsOneGrammar) {
+  for (const char* good : {"1", "0.5", "2e-2", "1e-05", "-3", ".5", "3.4028235e+38"}) {
+    EXPECT_TRUE(parse_number(good).has_value()) << good;
+  }
+  EXPECT_EQ(parse_number("0.03125"), 0.03125);
+  EXPECT_TRUE(std::isinf(*parse_number(".inf")));
+  EXPECT_TRUE(std::isnan(*parse_number(".nan")));
+  for (const char* bad : {"", " 1.0", "1.0 ", "+2", "0x1p3", "0X10", "1,5", "Infinity", "INF",
+                          "nan(1)", "-", "1e", "--1", "1.0\n"}) {
+    EXPECT_FALSE(parse_number(bad).has_value()) << bad;
+  }
+}
+
 TEST(Config, FolderIsAUsageError) {
   expect_load_error(testing::TempDir(), ErrorCode::invalid_argument,
                     ": a folder: expected a YAML config file");
@@ -269,6 +317,29 @@ std::vector<Malformed> malformed_cases() {
       // terminal.
       {"syntax_control_byte", "cache:\n  format: \"a\\\x1b[31mRED\"\n", 2, 15,
        "YAML syntax error: unknown escape character: \\x1b"},
+      // A YAML tag asks for a type kvq would not give the value: refused, not ignored, on a
+      // value, a key, a section and a list item alike.
+      {"tag_on_integer", kCacheHead + "  num_blocks: 8\n  block_size: !!float 16\n", 4, 15,
+       "cache.block_size: YAML tag '!!float': expected a plain value without a tag"},
+      {"tag_on_scale", kCacheHead + kGeometry + "  k_scale: !!str 1.0\n", 7, 12,
+       "cache.k_scale: YAML tag '!!str': expected a plain value without a tag"},
+      {"custom_tag", kCacheHead + kGeometry + "  k_scale: !scale 1.0\n", 7, 12,
+       "cache.k_scale: YAML tag '!scale': expected a plain value without a tag"},
+      {"tag_on_key", kCacheHead + kGeometry + "  !!str k_scale: 1.0\n", 7, 3,
+       "cache: YAML tag '!!str': expected a plain value without a tag"},
+      {"tag_on_section", "cache: !!map\n  format: nvfp4\n" + kGeometry, 1, 8,
+       "cache: YAML tag '!!map': expected a plain value without a tag"},
+      {"tag_on_list_item", "plugin_paths: [!!str a]\n" + kCacheHead + kGeometry, 1, 16,
+       "plugin_paths[0]: YAML tag '!!str'"},
+      // One number grammar (parse_number): what from_chars reads, no more.
+      {"hex_scale", kCacheHead + kGeometry + "  k_scale: 0x1p3\n", 7, 12,
+       "cache.k_scale: expected a positive number, found '0x1p3'"},
+      {"plus_scale", kCacheHead + kGeometry + "  k_scale: +2\n", 7, 12,
+       "cache.k_scale: expected a positive number, found '+2'"},
+      {"quoted_space_scale", kCacheHead + kGeometry + "  k_scale: ' 1.0'\n", 7, 12,
+       "cache.k_scale: expected a positive number, found ' 1.0'"},
+      {"infinity_word_scale", kCacheHead + kGeometry + "  k_scale: Infinity\n", 7, 12,
+       "cache.k_scale: expected a positive number, found 'Infinity'"},
   };
 }
 

@@ -2,6 +2,7 @@
 // --verify, the exit statuses of bad configs and backends, and Ctrl-C.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/resource.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -263,6 +264,50 @@ TEST_F(DemoTest, DemoThatCannotFitExits2) {
                        ":11:18: demo.prompt_tokens: the longest sequence the demo allows "
                        "(prompt_tokens max 120 + decode_tokens max 20 = 140 tokens) needs 9 "
                        "blocks of 16 tokens; cache.num_blocks is 8\n");
+}
+
+// Every size the config implies is checked against the memory this process may have before any
+// of it is allocated: 2^40 blocks of small pages gave std::bad_alloc from the per-block state
+// (exit 1), and 200,000,000 blocks took 2 GB of it before the cache's own allocation refused.
+// Now both are a config error at cache.num_blocks (exit 2), at once.
+TEST_F(DemoTest, CachesThatCannotFitAreRefusedBeforeAnyAllocation) {
+  const auto config = [&](const std::string& blocks) {
+    const fs::path file = dir_ / ("blocks_" + blocks + ".yaml");
+    std::ofstream(file) << "backend: reference_cpu\ndevice: cpu\ncache:\n  format: nvfp4\n"
+                           "  num_blocks: "
+                        << blocks
+                        << "\n  block_size: 16\n  num_kv_heads: 1\n  head_size: 16\n"
+                           "  layout: { order: HND, k_scales: linear, v_scales: linear }\n"
+                           "demo:\n  sequences: 1\n  max_batch: 1\n  prompt_tokens: [1, 16]\n"
+                           "  decode_tokens: [0, 0]\n";
+    return file;
+  };
+  const auto expect_refused = [&](const Outcome& r, const fs::path& file) {
+    EXPECT_EQ(r.status, 2) << r.err;
+    EXPECT_EQ(r.err.rfind("kvq-demo: " + file.string() + ":5:15: cache.num_blocks: ", 0), 0u)
+        << r.err;
+    EXPECT_NE(r.err.find(" bytes of host memory ("), std::string::npos) << r.err;
+    EXPECT_EQ(r.out, "");
+  };
+  const fs::path huge = config("1099511627776");
+  expect_refused(run({"--config", huge.string()}), huge);
+#if defined(__SANITIZE_ADDRESS__)
+  GTEST_SKIP() << "AddressSanitizer build: its shadow memory does not fit a lowered data limit";
+#else
+  // 200,000,000 blocks under a 4 GiB data limit (ulimit -d): the cache (57.6 GB) cannot fit, and
+  // the refusal must come before the 3.6 GB of per-block state, which would not fit either.
+  const fs::path many = config("200000000");
+  rlimit saved{};
+  ASSERT_EQ(getrlimit(RLIMIT_DATA, &saved), 0);
+  rlimit lower = saved;
+  lower.rlim_cur = rlim_t{4} << 30;
+  ASSERT_EQ(setrlimit(RLIMIT_DATA, &lower), 0);
+  const pid_t pid = start({"--config", many.string()});
+  setrlimit(RLIMIT_DATA, &saved);
+  const Outcome r = wait(pid);
+  expect_refused(r, many);
+  EXPECT_NE(r.err.find("(the data limit (ulimit -d))"), std::string::npos) << r.err;
+#endif
 }
 
 // --json naming the config would replace the YAML with the report: refused before the run.

@@ -81,6 +81,13 @@ class KVQ_API ConfigError : public Error {
 KVQ_API Config load_config(const std::filesystem::path& file);
 KVQ_API Config parse_config(std::string_view yaml, const std::string& source = "<string>");
 
+// The one grammar of numbers in kvq's configs (k_scale, v_scale) and in what kvq records in files
+// (a cache file's k_scale and v_scale): a decimal as std::from_chars reads it -- an optional '-',
+// digits with an optional fraction and exponent -- or one of YAML's .inf / .nan words. No '+',
+// no spaces, no hexadecimal, nothing after the number: "0x1p3", "+2" and " 1.0" are refused, as
+// in the config. std::nullopt for anything refused.
+KVQ_API std::optional<double> parse_number(std::string_view text);
+
 // Parses "cpu" / "cuda:N"; std::nullopt for anything else ("auto" included).
 KVQ_API std::optional<Device> parse_device(std::string_view word);
 
