@@ -558,7 +558,7 @@ TEST_F(WriteReadCli, ReadTakesRecordedScalesInTheConfigsGrammar) {
     SCOPED_TRACE(bad);
     expect_failure(
         with_scale(bad), 2,
-        path("scale.safetensors") + ": __metadata__ k_scale = '" + bad + "': " + kNvfp4ScaleRule);
+        path("scale.safetensors") + ": __metadata__ k_scale = '" + bad + "': " + kScaleRule);
   }
   const test::CliResult r = with_scale("8");
   EXPECT_EQ(r.status, 0) << r.err;
