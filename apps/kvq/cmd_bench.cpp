@@ -25,6 +25,7 @@ namespace kvq::app {
 namespace {
 
 struct BenchFlags {
+  std::shared_ptr<CommonFlags> common;
   std::string config;
   std::string json;
   std::string plot;
@@ -113,7 +114,7 @@ void check_plot_path(const BenchFlags& f) {
 
 int run_bench(const BenchFlags& f) {
   Config cfg = load_checked_config(f.config).config;
-  apply_logging(cfg);
+  apply_logging(cfg, *f.common);
 
   std::filesystem::path plot_script, plot_python;
   if (!f.plot.empty()) {  // before the run, not after it
@@ -223,22 +224,29 @@ void add_bench_command(CLI::App& app, Runner& run) {
   auto f = std::make_shared<BenchFlags>();
   sub->add_option("CONFIG", f->config, "YAML config (layout, scales, backend)")
       ->check(kNonEmpty)
+      ->type_name("FILE")
       ->required();
-  sub->add_option("--json", f->json, "Write every number to this JSON file")->check(kNonEmpty);
+  sub->add_option("--json", f->json, "Write every number to this JSON file")
+      ->check(kNonEmpty)
+      ->type_name("FILE");
   sub->add_option("--plot", f->plot,
                   "Draw GB/s against T per shape into this PNG (python3 + matplotlib); without "
                   "--json its numbers go to the same name with .json")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("FILE");
   sub->add_option("--shapes", f->shapes,
                   "HEADSxHEAD_SIZE[xBLOCK_SIZE],... (default: 8x128,1x128,4x128,8x64,8x256,"
                   "32x128; block sizes 16, and 64, 128 for 8x128; CPU: 8x128x16,1x128x16)")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("SHAPES");
   sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("NAME");
   sub->add_option("--tokens", f->tokens,
                   "Token counts T,... each at most 2147483647 = 2^31-1 (default 1,16,64,256,"
                   "1024,4096,16384,65536; CPU: up to 4096)")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("T,...");
   sub->add_option("--iterations", f->iterations, "Timed runs per case (default 50)")
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--fused-qkv", f->fused_qkv,
@@ -247,7 +255,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
       ->option_text("QUERY_HEADS")
       ->check(CLI::Range(int64_t{0}, bench::kMaxFusedQueryHeads));
   sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("N,...");
+  f->common = add_common_flags(*sub);
   sub->callback([&run, f] { run = [f] { return run_bench(*f); }; });
 }
 
