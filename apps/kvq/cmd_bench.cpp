@@ -2,6 +2,7 @@
 // batch sizes against the device's own copy bandwidth (issue 7). The layout (order, scale
 // arrangements) and scales come from the config; the geometry is the sweep's.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -191,6 +192,9 @@ int run_bench(const BenchFlags& f) {
       f.json.empty() && f.plot.empty() ? std::string() : plot_json(f).string();
   std::vector<bench::CaseResult> results;
   int failed = 0;
+  // On a terminal the progress is one line rewritten in place and erased before the table, so
+  // the numbers appear once; elsewhere (a log, a pipe) each case keeps its line.
+  const bool live = ::isatty(STDERR_FILENO) != 0;
   {
     bench::CaseRunner runner(target, info.settings);
     for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -198,13 +202,22 @@ int run_bench(const BenchFlags& f) {
       failed += results.back().error.empty() ? 0 : 1;
       // The numbers are on disk before the line that says the case is done.
       if (!json_out.empty()) write_json(json_out, bench::to_json(info, results, false));
-      std::cerr << bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s)
-                << std::endl;
+      const std::string line =
+          bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s);
+      if (live) {
+        std::cerr << "\r\x1b[K" << line << std::flush;
+      } else {
+        std::cerr << line << std::endl;
+      }
     }
+    if (live) std::cerr << "\r\x1b[K" << std::flush;
   }
 
   bench::print_table(std::cout, info, results);
-  if (!json_out.empty()) write_json(json_out, bench::to_json(info, results));
+  if (!json_out.empty()) {
+    write_json(json_out, bench::to_json(info, results));
+    if (!f.json.empty()) std::cerr << "kvq bench: numbers written to " << f.json << "\n";
+  }
   if (!f.plot.empty()) {
     bench::run_plot(plot_python, plot_script, plot_json(f), f.plot);
     std::cerr << "kvq bench: plot written to " << f.plot << "\n";
