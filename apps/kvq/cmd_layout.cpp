@@ -180,7 +180,9 @@ void add_layout_command(CLI::App& app, Runner& run) {
       print_layout(*config, *layout, std::cout);
       if (loc) print_locate(*loc, *layout, std::cout);
       if (!svg->empty()) {
-        write_file_atomically(*svg, page_svg(*layout));
+        write_file_atomically(*svg, loc ? page_svg(*layout, PageSvgTarget{loc->side, loc->token,
+                                                                          loc->head, loc->group})
+                                        : page_svg(*layout));
         std::cout << "\nwrote " << *svg << "\n";
       }
       return kExitOk;
