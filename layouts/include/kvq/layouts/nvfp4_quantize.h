@@ -59,7 +59,7 @@ KVQ_HD bool nvfp4_scale_bits_usable(uint32_t bits) {
 }
 inline constexpr const char* kNvfp4ScaleRule =
     "expected a finite value > 0 whose reciprocal and that reciprocal's reciprocal are finite "
-    "(a dequantization scale, usually amax / 448)";
+    "(a dequantization scale: for NVFP4, amax / 2688 = amax / (6 x 448))";
 
 // Step 1, one element at a time: max(amax, |x|), a NaN x leaves amax as it was.
 KVQ_HD float nvfp4_amax(float amax, float x) {
