@@ -55,7 +55,7 @@ foreach(app ${cmake_build}/host_app ${WORK_DIR}/host_app_pc)
   run("${app}" ${CMAKE_COMMAND} -E env --unset=LD_LIBRARY_PATH --unset=KVQ_PLUGIN_PATH
       --unset=KVQ_LOG_LEVEL ${app} ${config} 100)
   foreach(expect
-      "host_app: backend reference_cpu, nvfp4 cache of 1024 pages x [0-9]+ bytes"
+      "host_app: backend reference_cpu, nvfp4 cache of 256 pages x 18432 bytes"
       "wrote and read 100 tokens x 8 heads x 128"
       "K relative error 0\\.[01][0-9]+, max error [0-9.]+ \\(k_scale 1\\)"
       "V relative error 0\\.[01][0-9]+, max error [0-9.]+ \\(v_scale 1\\)")
