@@ -192,8 +192,9 @@ int run_bench(const BenchFlags& f) {
       f.json.empty() && f.plot.empty() ? std::string() : plot_json(f).string();
   std::vector<bench::CaseResult> results;
   int failed = 0;
-  // On a terminal the progress is one line rewritten in place and erased before the table, so
-  // the numbers appear once; elsewhere (a log, a pipe) each case keeps its line.
+  // The numbers appear once, in the table. On a terminal the progress (with the case's numbers)
+  // is one line rewritten in place and erased before the table; elsewhere (a log, a pipe, where
+  // stderr and stdout often meet) each case gets a line saying it is done, or why it failed.
   const bool live = ::isatty(STDERR_FILENO) != 0;
   {
     bench::CaseRunner runner(target, info.settings);
@@ -206,8 +207,10 @@ int run_bench(const BenchFlags& f) {
           bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s);
       if (live) {
         std::cerr << "\r\x1b[K" << line << std::flush;
-      } else {
+      } else if (!results.back().error.empty()) {
         std::cerr << line << std::endl;
+      } else {
+        std::cerr << line.substr(0, line.find(": ")) << ": done" << std::endl;
       }
     }
     if (live) std::cerr << "\r\x1b[K" << std::flush;
