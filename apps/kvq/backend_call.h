@@ -29,10 +29,9 @@ inline void throw_if_failed(const Status& s, const std::string& input, const std
   if (s) return;
   const bool input_at_fault =
       s.code() == ErrorCode::invalid_argument || s.code() == ErrorCode::out_of_range;
-  throw Error(s.code(), input_at_fault
-                            ? fmt::format("{}: {} (refused by backend {})", input, s.message(),
-                                          backend)
-                            : fmt::format("backend {}: {}", backend, s.message()));
+  throw Error(s.code(), input_at_fault ? fmt::format("{}: {} (refused by backend {})", input,
+                                                     s.message(), backend)
+                                       : fmt::format("backend {}: {}", backend, s.message()));
 }
 
 }  // namespace kvq::app
