@@ -126,6 +126,7 @@ int main(int argc, char** argv) {
       std::cout.flush();
       if (json_opt->count()) {
         demo::write_file_atomically(json_path, demo::to_json(result).dump(2) + "\n");
+        std::cerr << "kvq-demo: numbers written to " << json_path << "\n";
       }
       if (result.blocks_leaked != 0) {
         std::cerr << "kvq-demo: " << result.blocks_leaked
