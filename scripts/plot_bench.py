@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Draws `kvq bench --json` results: GB/s against T per shape, with the device's copy
-bandwidth as the ceiling, for the writer and the reader, and their times (direct launches solid,
-CUDA-graph replays dashed).
+bandwidth as the ceiling (a labelled line; the GB/s axis is logarithmic when every series sits
+under a fifth of it), for the writer and the reader, and their times (direct launches solid,
+CUDA-graph replays dashed, named in the legend only when measured). x ticks are the measured T.
 
     plot_bench.py BENCH.json OUT.png     draw
     plot_bench.py --check                exit 0 when matplotlib can be imported (kvq bench --plot
@@ -49,8 +50,36 @@ def collect(cases, side):
     return series
 
 
+def bandwidth_axis(ax, series, copy_gbps):
+    """The y-axis shows the data: linear from 0 when the series reach a fifth of the copy
+    bandwidth, else log (a CPU's writes sit far under its memcpy line and would be drawn flat).
+    The ceiling is a labelled line either way."""
+    values = [p[1] for pts in series.values() for p in pts if p[1] > 0]
+    top = max(values + [copy_gbps])
+    if values and max(values) < copy_gbps / 5:
+        ax.set_yscale("log")
+        ax.set_ylim(min(values) / 1.5, top * 1.5)
+        return "log"
+    ax.set_ylim(0, top * 1.1)
+    return "linear"
+
+
+def measured_ticks(ax, series, plain):
+    """x ticks exactly at the T values measured."""
+    ts = sorted({p[0] for pts in series.values() for p in pts})
+    if ts:
+        ax.set_xticks(ts)
+        ax.set_xticks([], minor=True)
+        ax.xaxis.set_major_formatter(plain)
+        if len(ts) > 10:
+            for label in ax.get_xticklabels():
+                label.set_rotation(45)
+
+
 def draw(doc, out):
     plt = load_matplotlib()
+    from matplotlib.lines import Line2D
+    from matplotlib.ticker import FuncFormatter
     copy_gbps = doc["copy_bandwidth"]["gbps"]
     cases = doc["cases"]
     fig, axes = plt.subplots(2, 2, figsize=(15, 10))
@@ -59,12 +88,12 @@ def draw(doc, out):
     fig.suptitle(f"kvq bench: {cfg['backend']} on {doc['device']['name']}, {layout['order']} "
                  f"K {layout['k_scales']} V {layout['v_scales']} ({doc['date']})")
     cmap = plt.get_cmap("tab20")
-    from matplotlib.ticker import FuncFormatter
     plain = FuncFormatter(lambda x, _: f"{x:g}")
     on_gpu = doc["device"]["id"].startswith("cuda")
     for col, side in enumerate(("write", "read")):
         series = collect(cases, side)
         bw, tm = axes[0][col], axes[1][col]
+        any_graph = False
         for i, (label, pts) in enumerate(sorted(series.items())):
             color = cmap(i % 20)
             t = [p[0] for p in pts]
@@ -72,29 +101,40 @@ def draw(doc, out):
             tm.plot(t, [p[2] * 1e3 for p in pts], marker="o", ms=3, color=color, label=label)
             g = [(p[0], p[3] * 1e3) for p in pts if p[3] is not None]
             if g:
+                any_graph = True
                 tm.plot([x for x, _ in g], [y for _, y in g], ls="--", marker="x", ms=3,
                         color=color)
-        bw.axhline(copy_gbps, color="black", ls="--", lw=1.2,
-                   label=f"copy bandwidth {copy_gbps:.0f} GB/s")
         bw.set_xscale("log", base=2)
-        bw.set_ylim(bottom=0)
-        bw.xaxis.set_major_formatter(plain)
+        scale = bandwidth_axis(bw, series, copy_gbps)
+        bw.axhline(copy_gbps, color="black", ls="--", lw=1.2,
+                   label=f"copy bandwidth {copy_gbps:.0f} GB/s (ceiling)")
+        measured_ticks(bw, series, plain)
         bw.set_xlabel("tokens per write (T)")
-        bw.set_ylabel("GB/s (least bytes / median time)")
+        bw.set_ylabel("GB/s (least bytes / median time)" +
+                      (", log scale" if scale == "log" else ""))
         bw.set_title(f"{side}: bandwidth")
-        bw.grid(True, which="both", alpha=0.3)
-        bw.legend(fontsize=7, ncol=2)
-        if on_gpu and side == "write":  # issue 7's decode targets
-            tm.axhline(3, color="gray", ls=":", lw=1, label="3 us (graph target)")
-            tm.axhline(6, color="gray", ls="-.", lw=1, label="6 us (direct target)")
-            tm.legend(fontsize=7, ncol=2)
+        bw.grid(True, which="major", alpha=0.3)
+        if series:
+            bw.legend(fontsize=7, ncol=2)
         tm.set_xscale("log", base=2)
         tm.set_yscale("log")
-        tm.xaxis.set_major_formatter(plain)
+        measured_ticks(tm, series, plain)
         tm.set_xlabel("tokens per write (T)")
-        tm.set_ylabel("median time (us); dashed: CUDA-graph replay")
+        tm.set_ylabel("median time (us)")
         tm.set_title(f"{side}: time")
-        tm.grid(True, which="both", alpha=0.3)
+        tm.grid(True, which="major", alpha=0.3)
+        # The time legend names the line styles that are drawn, and nothing else.
+        handles = []
+        if series and any_graph:
+            handles += [Line2D([], [], color="gray", marker="o", ms=3, label="direct launch"),
+                        Line2D([], [], color="gray", ls="--", marker="x", ms=3,
+                               label="CUDA-graph replay (per launch)")]
+        if on_gpu and side == "write" and series:  # issue 7's decode targets
+            handles.append(tm.axhline(3, color="gray", ls=":", lw=1, label="3 us (graph target)"))
+            handles.append(tm.axhline(6, color="gray", ls="-.", lw=1,
+                                      label="6 us (direct target)"))
+        if handles:
+            tm.legend(handles=handles, fontsize=7)
     fig.tight_layout()
     fig.savefig(out, dpi=110, format="png")  # the name as given, whatever its ending
 

@@ -11,6 +11,7 @@
 #include <utility>
 
 #include "kvq/core/logging.h"
+#include "kvq/core/version.h"
 #include "kvq/layouts/layout_factory.h"
 
 namespace kvq::app {
@@ -124,8 +125,60 @@ CheckedConfig parse_checked_config(std::string_view yaml, const std::string& sou
   return check_layout(parse_config(yaml, source));
 }
 
-Config& apply_logging(Config& cfg) {
-  set_log_level(cfg.log.level);
+std::shared_ptr<CommonFlags> add_common_flags(CLI::App& app, const std::string& extra_footer) {
+  auto flags = std::make_shared<CommonFlags>();
+  app.add_option("--plugin-path", flags->plugin_paths,
+                 "Folder (or plugin file) searched for backend plugins first; repeatable")
+      ->check(kNonEmpty)
+      ->type_name("DIR");
+  app.add_option("--log-level", flags->log_level,
+                 "trace, debug, info, warn, error or off; wins over KVQ_LOG_LEVEL and the "
+                 "config's log.level")
+      ->check(CLI::Validator(
+          [](const std::string& v) {
+            return is_log_level(v)
+                       ? std::string()
+                       : "expected " + std::string(log_level_words()) + ", found '" + v + "'";
+          },
+          ""))
+      ->type_name("LEVEL");
+  app.set_version_flag("--version", KVQ_VERSION_STRING, "Print the kvq version and exit");
+  app.footer(
+      "Exit status: 0 success, 1 runtime failure, 2 bad usage, bad config or bad input file" +
+      extra_footer +
+      ".\n"
+      "Environment: KVQ_LOG_LEVEL (trace|debug|info|warn|error|off) overrides the config's "
+      "log.level;\n"
+      "  KVQ_PLUGIN_PATH (folders, colon separated) is searched for backend plugins after\n"
+      "  --plugin-path and the config's plugin_paths, before <prefix>/lib/kvq/plugins.");
+  return flags;
+}
+
+void check_flag_plugin_paths(const CommonFlags& flags) {
+  for (const auto& dir : flags.plugin_paths) {
+    std::error_code ec;
+    if (!std::filesystem::exists(dir, ec)) {
+      throw Error(ErrorCode::invalid_argument, "--plugin-path " + dir + ": no such file or folder");
+    }
+  }
+}
+
+void apply_log_level(const std::string& config_level, const CommonFlags& flags) {
+  set_log_level(config_level);  // KVQ_LOG_LEVEL, when set, wins over the config
+  if (!flags.log_level.empty()) {
+    logger().set_level(spdlog::level::from_str(flags.log_level));
+  }
+}
+
+Config& apply_logging(Config& cfg, const CommonFlags& flags) {
+  apply_log_level(cfg.log.level, flags);
+  check_flag_plugin_paths(flags);
+  std::vector<std::string> paths;
+  for (const auto& dir : flags.plugin_paths) {
+    paths.push_back(std::filesystem::absolute(dir).lexically_normal().string());
+  }
+  paths.insert(paths.end(), cfg.plugin_paths.begin(), cfg.plugin_paths.end());
+  cfg.plugin_paths = std::move(paths);
   return cfg;
 }
 

@@ -7,6 +7,8 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <string>
+#include <vector>
 
 #include "kvq/core/config.h"
 #include "kvq/core/page_layout.h"
@@ -34,13 +36,34 @@ CheckedConfig load_checked_config(const std::filesystem::path& file);
 // The same for a config given as text (kvq-demo's embedded default).
 CheckedConfig parse_checked_config(std::string_view yaml, const std::string& source);
 
-// Applies log.level and returns the config.
-Config& apply_logging(Config& cfg);
+// The options every kvq program and subcommand takes, one convention for `kvq` and `kvq-demo`:
+//   --plugin-path DIR  (repeatable) searched for backend plugins first, before the config's
+//                      plugin_paths, KVQ_PLUGIN_PATH and <prefix>/lib/kvq/plugins
+//   --log-level LEVEL  trace|debug|info|warn|error|off; wins over KVQ_LOG_LEVEL and log.level
+//   --version          prints the kvq version
+// and the help footer naming the exit statuses and the environment variables.
+struct CommonFlags {
+  std::vector<std::string> plugin_paths;
+  std::string log_level;  // empty: not given
+};
+std::shared_ptr<CommonFlags> add_common_flags(CLI::App& app, const std::string& extra_footer = "");
+
+// Throws a usage error (exit 2) for a --plugin-path that does not exist.
+void check_flag_plugin_paths(const CommonFlags& flags);
+
+// Sets the log level: `config_level` (a config's log.level; KVQ_LOG_LEVEL wins over it), then
+// --log-level when given.
+void apply_log_level(const std::string& config_level, const CommonFlags& flags);
+
+// Applies log.level (and --log-level) and puts the --plugin-path folders, absolute, before the
+// config's plugin_paths. Returns the config.
+Config& apply_logging(Config& cfg, const CommonFlags& flags = {});
 
 // For an option whose value is a file path or a word: an empty value ("--output ''") is a usage
-// error, not an option left unset.
+// error, not an option left unset. No description: the help shows the option's own metavar
+// (FILE, DIR, NAME), not "TEXT:NON-EMPTY".
 inline const CLI::Validator kNonEmpty(
     [](const std::string& v) { return v.empty() ? std::string("expected a value, found ''") : ""; },
-    "NON-EMPTY");
+    "");
 
 }  // namespace kvq::app

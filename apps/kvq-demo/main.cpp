@@ -47,16 +47,20 @@ int main(int argc, char** argv) {
   auto* config_opt =
       app.add_option("--config", config_path,
                      "YAML config (configs/*.yaml); without it, the embedded default")
-          ->check(app::kNonEmpty);
+          ->check(app::kNonEmpty)
+          ->type_name("FILE");
   auto* backend_opt =
       app.add_option("--backend", backend, "backend plugin by name (overrides the config's)")
-          ->check(app::kNonEmpty);
+          ->check(app::kNonEmpty)
+          ->type_name("NAME");
   auto* json_opt =
       app.add_option("--json", json_path, "also write the numbers as JSON to this file")
-          ->check(app::kNonEmpty);
+          ->check(app::kNonEmpty)
+          ->type_name("FILE");
   auto* seed_opt =
       app.add_option("--seed", seed_word, "seed of the workload, 0..2^63-1 (overrides demo.seed)")
-          ->check(app::kNonEmpty);
+          ->check(app::kNonEmpty)
+          ->type_name("N");
   auto* verify_opt =
       app.add_flag("--verify", verify,
                    "also write everything through reference_cpu and compare every cache byte "
@@ -72,7 +76,8 @@ int main(int argc, char** argv) {
              "one "
              "twice puts two shards on it (default: cuda:K, cuda:K+1, ... from the config's device "
              "on a GPU backend, the CPU on a CPU backend)")
-          ->check(app::kNonEmpty);
+          ->check(app::kNonEmpty)
+          ->type_name("DEVICES");
   auto* timeline_opt =
       app.add_flag("--timeline", timeline,
                    "also print (and put in --json) each shard's write timestamps: when the writes "
@@ -87,6 +92,8 @@ int main(int argc, char** argv) {
       ->excludes(tp_opt)
       ->excludes(devices_opt)
       ->excludes(timeline_opt);
+
+  const auto common = app::add_common_flags(app, ", 128+N interrupted by signal N");
 
   app::Runner run = [&]() -> int {
     if (print_config) {
@@ -105,7 +112,7 @@ int main(int argc, char** argv) {
                                                            std::string(demo::kDefaultConfigSource))
                                : app::load_checked_config(config_path))
               .config;
-      app::apply_logging(cfg);
+      app::apply_logging(cfg, *common);
       demo::RunOptions options;
       if (backend_opt->count()) options.backend = backend;
       if (seed_opt->count()) options.seed = parse_seed(seed_word);
@@ -119,6 +126,7 @@ int main(int argc, char** argv) {
       std::cout.flush();
       if (json_opt->count()) {
         demo::write_file_atomically(json_path, demo::to_json(result).dump(2) + "\n");
+        std::cerr << "kvq-demo: numbers written to " << json_path << "\n";
       }
       if (result.blocks_leaked != 0) {
         std::cerr << "kvq-demo: " << result.blocks_leaked

@@ -39,10 +39,13 @@ void print_report(std::ostream& out, const DemoResult& r) {
                        r.sequences_live_at_end));
   line("writes", fmt::format("{} tokens: {} prefill writes + {} decode writes ({} padding slots)",
                              r.tokens_written, r.prefill_writes, r.decode_writes, r.padding_slots));
-  line("pages", fmt::format("{} of {} in use at the peak ({} bytes each); {} used in all, "
-                            "{} reused after a free; {} in use at the end, {} leaked",
-                            r.pages_used, r.pages_total, r.page_bytes, r.pages_distinct,
-                            r.pages_reused, r.pages_in_use_at_end, r.blocks_leaked));
+  // Every allocation took a page never used before (pages_distinct) or one freed earlier.
+  line("pages",
+       fmt::format("{} of {} in use at the peak ({} bytes each); {} allocations used "
+                   "{} distinct pages ({} took a page another sequence had freed); {} in "
+                   "use at the end, {} leaked",
+                   r.pages_used, r.pages_total, r.page_bytes, r.pages_distinct + r.pages_reused,
+                   r.pages_distinct, r.pages_reused, r.pages_in_use_at_end, r.blocks_leaked));
   if (r.shards.size() > 1) {
     line("shards", fmt::format("{} (tensor parallel), {} KV head{} each, every write issued to all "
                                "shards before any is synchronized",
@@ -65,8 +68,8 @@ void print_report(std::ostream& out, const DemoResult& r) {
   line("accuracy", fmt::format("K rel L2 error {:.4f}, V rel L2 error {:.4f} (every token written)",
                                r.k_rel_error, r.v_rel_error));
   line("attention",
-       fmt::format("rel L2 error {:.4f}, cosine {:.6f} ({} query heads x sequences, GQA {}:1, f32 "
-                   "on dequantized vs original K/V)",
+       fmt::format("rel L2 error {:.4f}, cosine {:.6f} over {} queries (one per query head "
+                   "and sequence, GQA {}:1), f32 attention on dequantized vs original K/V",
                    r.attention_rel_error, r.attention_cosine, r.attention_queries,
                    r.query_heads_per_kv_head));
   line("throughput", fmt::format("{}tokens/s, {:.3f} GB/s of bf16 K/V input ({:.3f} s in writes)",

@@ -21,14 +21,17 @@ inline void check_same_device(const std::string& backend, const char* role, Devi
   }
 }
 
-// Throws a failed call's Status with its code, naming `input` when the input was at fault
-// (invalid_argument, out_of_range) and the backend otherwise.
+// Throws a failed call's Status with its code, naming the backend either way: first `input` when
+// the input was at fault (invalid_argument, out_of_range), with the backend that refused it at
+// the end (a plugin may refuse what another takes: a dtype, a layout); first the backend
+// otherwise.
 inline void throw_if_failed(const Status& s, const std::string& input, const std::string& backend) {
   if (s) return;
   const bool input_at_fault =
       s.code() == ErrorCode::invalid_argument || s.code() == ErrorCode::out_of_range;
-  throw Error(s.code(),
-              fmt::format("{}: {}", input_at_fault ? input : "backend " + backend, s.message()));
+  throw Error(s.code(), input_at_fault ? fmt::format("{}: {} (refused by backend {})", input,
+                                                     s.message(), backend)
+                                       : fmt::format("backend {}: {}", backend, s.message()));
 }
 
 }  // namespace kvq::app

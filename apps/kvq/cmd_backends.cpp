@@ -77,11 +77,13 @@ void add_backends_command(CLI::App& app, Runner& run) {
   auto* sub = app.add_subcommand(
       "backends",
       "List backend plugins: searched in --plugin-path, KVQ_PLUGIN_PATH, lib/kvq/plugins");
-  auto paths = std::make_shared<std::vector<std::string>>();
-  sub->add_option("--plugin-path", *paths, "Folder (or plugin file) searched first; repeatable")
-      ->check(kNonEmpty)
-      ->type_name("DIR");
-  sub->callback([&run, paths] { run = [paths] { return list_backends(*paths); }; });
+  auto common = add_common_flags(*sub);
+  sub->callback([&run, common] {
+    run = [common] {
+      apply_log_level("info", *common);  // no config: KVQ_LOG_LEVEL, then --log-level
+      return list_backends(common->plugin_paths);
+    };
+  });
 }
 
 }  // namespace kvq::app

@@ -2,6 +2,7 @@
 // batch sizes against the device's own copy bandwidth (issue 7). The layout (order, scale
 // arrangements) and scales come from the config; the geometry is the sweep's.
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cctype>
@@ -25,6 +26,7 @@ namespace kvq::app {
 namespace {
 
 struct BenchFlags {
+  std::shared_ptr<CommonFlags> common;
   std::string config;
   std::string json;
   std::string plot;
@@ -113,7 +115,7 @@ void check_plot_path(const BenchFlags& f) {
 
 int run_bench(const BenchFlags& f) {
   Config cfg = load_checked_config(f.config).config;
-  apply_logging(cfg);
+  apply_logging(cfg, *f.common);
 
   std::filesystem::path plot_script, plot_python;
   if (!f.plot.empty()) {  // before the run, not after it
@@ -190,6 +192,10 @@ int run_bench(const BenchFlags& f) {
       f.json.empty() && f.plot.empty() ? std::string() : plot_json(f).string();
   std::vector<bench::CaseResult> results;
   int failed = 0;
+  // The numbers appear once, in the table. On a terminal the progress (with the case's numbers)
+  // is one line rewritten in place and erased before the table; elsewhere (a log, a pipe, where
+  // stderr and stdout often meet) each case gets a line saying it is done, or why it failed.
+  const bool live = ::isatty(STDERR_FILENO) != 0;
   {
     bench::CaseRunner runner(target, info.settings);
     for (std::size_t i = 0; i < plan.size(); ++i) {
@@ -197,13 +203,24 @@ int run_bench(const BenchFlags& f) {
       failed += results.back().error.empty() ? 0 : 1;
       // The numbers are on disk before the line that says the case is done.
       if (!json_out.empty()) write_json(json_out, bench::to_json(info, results, false));
-      std::cerr << bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s)
-                << std::endl;
+      const std::string line =
+          bench::progress_line(i, plan.size(), results.back(), info.copy_bytes_per_s);
+      if (live) {
+        std::cerr << "\r\x1b[K" << line << std::flush;
+      } else if (!results.back().error.empty()) {
+        std::cerr << line << std::endl;
+      } else {
+        std::cerr << line.substr(0, line.find(": ")) << ": done" << std::endl;
+      }
     }
+    if (live) std::cerr << "\r\x1b[K" << std::flush;
   }
 
   bench::print_table(std::cout, info, results);
-  if (!json_out.empty()) write_json(json_out, bench::to_json(info, results));
+  if (!json_out.empty()) {
+    write_json(json_out, bench::to_json(info, results));
+    if (!f.json.empty()) std::cerr << "kvq bench: numbers written to " << f.json << "\n";
+  }
   if (!f.plot.empty()) {
     bench::run_plot(plot_python, plot_script, plot_json(f), f.plot);
     std::cerr << "kvq bench: plot written to " << f.plot << "\n";
@@ -223,22 +240,29 @@ void add_bench_command(CLI::App& app, Runner& run) {
   auto f = std::make_shared<BenchFlags>();
   sub->add_option("CONFIG", f->config, "YAML config (layout, scales, backend)")
       ->check(kNonEmpty)
+      ->type_name("FILE")
       ->required();
-  sub->add_option("--json", f->json, "Write every number to this JSON file")->check(kNonEmpty);
+  sub->add_option("--json", f->json, "Write every number to this JSON file")
+      ->check(kNonEmpty)
+      ->type_name("FILE");
   sub->add_option("--plot", f->plot,
                   "Draw GB/s against T per shape into this PNG (python3 + matplotlib); without "
                   "--json its numbers go to the same name with .json")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("FILE");
   sub->add_option("--shapes", f->shapes,
                   "HEADSxHEAD_SIZE[xBLOCK_SIZE],... (default: 8x128,1x128,4x128,8x64,8x256,"
                   "32x128; block sizes 16, and 64, 128 for 8x128; CPU: 8x128x16,1x128x16)")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("SHAPES");
   sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("NAME");
   sub->add_option("--tokens", f->tokens,
                   "Token counts T,... each at most 2147483647 = 2^31-1 (default 1,16,64,256,"
                   "1024,4096,16384,65536; CPU: up to 4096)")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("T,...");
   sub->add_option("--iterations", f->iterations, "Timed runs per case (default 50)")
       ->check(CLI::Range(1, 1000000));
   sub->add_option("--fused-qkv", f->fused_qkv,
@@ -247,7 +271,9 @@ void add_bench_command(CLI::App& app, Runner& run) {
       ->option_text("QUERY_HEADS")
       ->check(CLI::Range(int64_t{0}, bench::kMaxFusedQueryHeads));
   sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("N,...");
+  f->common = add_common_flags(*sub);
   sub->callback([&run, f] { run = [f] { return run_bench(*f); }; });
 }
 

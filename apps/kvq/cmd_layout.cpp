@@ -155,14 +155,23 @@ void add_layout_command(CLI::App& app, Runner& run) {
   auto config = std::make_shared<std::string>();
   auto svg = std::make_shared<std::string>();
   auto locate = std::make_shared<std::string>();
-  sub->add_option("CONFIG", *config, "YAML config")->check(kNonEmpty)->required();
-  sub->add_option("--svg", *svg, "Write one page as an SVG picture to FILE")->check(kNonEmpty);
+  sub->add_option("CONFIG", *config, "YAML config")
+      ->check(kNonEmpty)
+      ->type_name("FILE")
+      ->required();
+  sub->add_option("--svg", *svg, "Write one page as an SVG picture to FILE")
+      ->check(kNonEmpty)
+      ->type_name("FILE");
   sub->add_option("--locate", *locate,
                   "Print the data and scale byte offsets of SIDE,TOKEN,HEAD,GROUP (e.g. k,5,0,3)")
-      ->check(kNonEmpty);
-  sub->callback([&run, config, svg, locate] {
-    run = [config, svg, locate] {
-      const auto layout = load_checked_config(*config).layout;
+      ->check(kNonEmpty)
+      ->type_name("SIDE,TOKEN,HEAD,GROUP");
+  auto common = add_common_flags(*sub);
+  sub->callback([&run, config, svg, locate, common] {
+    run = [config, svg, locate, common] {
+      auto checked = load_checked_config(*config);
+      apply_logging(checked.config, *common);
+      const auto layout = std::move(checked.layout);
       if (!svg->empty()) {
         check_distinct(*svg, "--svg", *config, "CONFIG");
         check_writable(*svg, "--svg");
@@ -173,7 +182,9 @@ void add_layout_command(CLI::App& app, Runner& run) {
       print_layout(*config, *layout, std::cout);
       if (loc) print_locate(*loc, *layout, std::cout);
       if (!svg->empty()) {
-        write_file_atomically(*svg, page_svg(*layout));
+        write_file_atomically(*svg, loc ? page_svg(*layout, PageSvgTarget{loc->side, loc->token,
+                                                                          loc->head, loc->group})
+                                        : page_svg(*layout));
         std::cout << "\nwrote " << *svg << "\n";
       }
       return kExitOk;

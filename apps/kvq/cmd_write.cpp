@@ -25,6 +25,7 @@ namespace {
 
 struct WriteFlags {
   std::string config, input, output, backend, cache;
+  std::shared_ptr<CommonFlags> common;
 };
 
 [[noreturn]] void bad(const std::string& message) {
@@ -109,7 +110,7 @@ void check_same_scale(const std::optional<float>& recorded, float now, const cha
 
 int run_write(const WriteFlags& f) {
   auto [cfg, layout] = load_checked_config(f.config);
-  apply_logging(cfg);
+  apply_logging(cfg, *f.common);
 
   // Every file is checked before a plugin is loaded or a byte is written.
   check_writable(f.output, "--output");
@@ -174,20 +175,26 @@ void add_write_command(CLI::App& app, Runner& run) {
   auto f = std::make_shared<WriteFlags>();
   sub->add_option("CONFIG", f->config, "YAML config (cache geometry, layout, scales, backend)")
       ->check(kNonEmpty)
+      ->type_name("FILE")
       ->required();
   sub->add_option("--input", f->input,
                   "safetensors with key, value [T,H,D] (BF16|F16|F32), slot_mapping [T] "
                   "(I64|I32), optional k_scale, v_scale (F32)")
       ->check(kNonEmpty)
+      ->type_name("FILE")
       ->required();
   sub->add_option("--output", f->output, "safetensors to write: kv_cache [num_blocks, page_bytes]")
       ->check(kNonEmpty)
+      ->type_name("FILE")
       ->required();
   sub->add_option("--backend", f->backend, "Backend plugin to use instead of the config's")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("NAME");
   sub->add_option("--cache", f->cache,
                   "Start from this cache file's kv_cache (same layout) instead of zeros")
-      ->check(kNonEmpty);
+      ->check(kNonEmpty)
+      ->type_name("FILE");
+  f->common = add_common_flags(*sub);
   sub->callback([&run, f] { run = [f] { return run_write(*f); }; });
 }
 

@@ -15,6 +15,7 @@ namespace {
 constexpr double kWidth = 1200, kMargin = 20;
 constexpr uint64_t kZoomCells = 256;  // scale bytes drawn per side in the zoom
 constexpr const char* kRegionFill[4] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759"};
+constexpr const char* kTarget = "#d62728";
 constexpr const char* kTokenFill[8] = {"#c6dbef", "#fdd0a2", "#c7e9c0", "#dadaeb",
                                        "#fcbba1", "#d9f0a3", "#fee391", "#d0d1e6"};
 
@@ -60,9 +61,15 @@ std::string get(const std::map<std::string, std::string>& m, const std::string& 
   return it == m.end() ? "?" : it->second;
 }
 
+// The target's bytes in the page: data [data, data + data_bytes), one scale byte.
+struct TargetBytes {
+  PageSvgTarget where;
+  uint64_t data = 0, data_bytes = 0, scale = 0;
+};
+
 // Section 1: one bar per side, regions to scale, heads (HND) or tokens (NHD) marked.
 double draw_sides(Svg& svg, const PageLayout& layout, const std::vector<Region>& regions, bool hnd,
-                  double y) {
+                  double y, const std::optional<TargetBytes>& target) {
   const PageGeometry& g = layout.geometry();
   const double bar_w = kWidth - 2 * kMargin - 60;
   const uint64_t side_bytes = regions[2].offset;  // K side = [0, V data)
@@ -109,20 +116,34 @@ double draw_sides(Svg& svg, const PageLayout& layout, const std::vector<Region>&
       svg.text(tx, y + 64, fmt::format("offset {}, {} bytes", reg.offset, reg.bytes), 11,
                std::string(anchor) + R"( fill="#333")");
     }
+    if (target && static_cast<int>(target->where.side) == side) {
+      // At least 3 px wide so a byte of a large page stays visible.
+      const auto mark = [&](uint64_t offset, uint64_t bytes) {
+        const double x = x0 + static_cast<double>(offset - data.offset) * px_per_byte;
+        const double w = std::max(3.0, static_cast<double>(bytes) * px_per_byte);
+        svg.rect(x - (w > 3.0 ? 0.0 : 1.0), y + 13, w, 40, "none",
+                 fmt::format(R"(stroke="{}" stroke-width="2")", kTarget));
+      };
+      mark(target->data, target->data_bytes);
+      mark(target->scale, 1);
+    }
     y += 84;
   }
   return y;
 }
 
-// Section 2: one head's scale tile per side, bytes in address order.
+// Section 2: one head's scale tile per side, bytes in address order, for tokens t0..t0+7.
 double draw_zoom(Svg& svg, const PageLayout& layout, const std::vector<Region>& regions,
-                 int64_t head, double y) {
+                 int64_t head, double y, const std::optional<TargetBytes>& target) {
   const PageGeometry& g = layout.geometry();
   const int64_t S = layout.groups();
   const int64_t tokens = std::min<int64_t>(8, g.block_size);
+  // The 8 tokens around the target, starting on a multiple of 4 (a swizzled word's tokens).
+  int64_t t0 = 0;
+  if (target) t0 = std::min(target->where.token / 8 * 8, (g.block_size - tokens) / 4 * 4);
   svg.text(kMargin, y,
-           fmt::format("Zoom: head {}'s scale bytes for tokens 0..{}, in address order", head,
-                       tokens - 1),
+           fmt::format("Zoom: head {}'s scale bytes for tokens {}..{}, in address order", head, t0,
+                       t0 + tokens - 1),
            15, R"(font-weight="bold")");
   y += 18;
   svg.text(kMargin, y,
@@ -143,7 +164,7 @@ double draw_zoom(Svg& svg, const PageLayout& layout, const std::vector<Region>& 
     };
     std::map<uint64_t, Who> who;
     uint64_t first = UINT64_MAX, last = 0;
-    for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t t = t0; t < t0 + tokens; ++t) {
       for (int64_t s = 0; s < S; ++s) {
         const uint64_t off = layout.scale_offset(static_cast<Side>(side), t, head, s);
         first = std::min(first, off);
@@ -156,7 +177,7 @@ double draw_zoom(Svg& svg, const PageLayout& layout, const std::vector<Region>& 
     // one token within a few words, so only heads within kZoomCells / S (+2) of `head` can land in
     // the window: the loop stays small for any geometry.
     const int64_t reach = static_cast<int64_t>(kZoomCells) / S + 2;
-    for (int64_t t = 0; t < tokens; ++t) {
+    for (int64_t t = t0; t < t0 + tokens; ++t) {
       for (int64_t h = std::max<int64_t>(0, head - reach);
            h <= std::min<int64_t>(g.num_kv_heads - 1, head + reach); ++h) {
         for (int64_t s = 0; s < S; ++s) {
@@ -191,6 +212,10 @@ double draw_zoom(Svg& svg, const PageLayout& layout, const std::vector<Region>& 
         svg.rect(cx, cy, std::min(ww, x0 + cell_w * static_cast<double>(cols) - cx), cell_h, "none",
                  R"(stroke="#000" stroke-width="1.6")");
       }
+      if (target && static_cast<int>(target->where.side) == side && off == target->scale) {
+        svg.rect(cx + 1.5, cy + 1.5, cell_w - 3, cell_h - 3, "none",
+                 fmt::format(R"(stroke="{}" stroke-width="3")", kTarget));
+      }
     }
     const auto rows = (count + static_cast<uint64_t>(cols) - 1) / static_cast<uint64_t>(cols);
     bottom = std::max(bottom, yy + static_cast<double>(rows) * cell_h);
@@ -198,9 +223,8 @@ double draw_zoom(Svg& svg, const PageLayout& layout, const std::vector<Region>& 
   return bottom + 20;
 }
 
-}  // namespace
-
-std::string page_svg(const PageLayout& layout, int64_t zoom_head) {
+std::string draw_page(const PageLayout& layout, int64_t zoom_head,
+                      const std::optional<TargetBytes>& target) {
   const PageGeometry& g = layout.geometry();
   if (zoom_head < 0 || zoom_head >= g.num_kv_heads) {
     throw Error(ErrorCode::out_of_range,
@@ -232,9 +256,24 @@ std::string page_svg(const PageLayout& layout, int64_t zoom_head) {
                        layout.groups() * layout.data_bytes_per_group(), layout.groups()),
            13);
   y += 34;
-  y = draw_sides(svg, layout, regions, hnd, y);
+  if (target) {
+    const PageSvgTarget& w = target->where;
+    const char* side = w.side == Side::k ? "K" : "V";
+    const Region& data = regions[w.side == Side::k ? 0 : 2];
+    const Region& scales = regions[w.side == Side::k ? 1 : 3];
+    svg.text(
+        kMargin, y - 8,
+        fmt::format("Target (red): {} token {}, head {}, group {}: data bytes {}..{} ({} + "
+                    "{}), scale byte {} ({} + {})",
+                    side, w.token, w.head, w.group, target->data,
+                    target->data + target->data_bytes - 1, data.name, target->data - data.offset,
+                    target->scale, scales.name, target->scale - scales.offset),
+        13, fmt::format(R"(fill="{}" font-weight="bold")", kTarget));
+    y += 16;
+  }
+  y = draw_sides(svg, layout, regions, hnd, y, target);
   y += 10;
-  y = draw_zoom(svg, layout, regions, zoom_head, y);
+  y = draw_zoom(svg, layout, regions, zoom_head, y, target);
   svg.text(kMargin, y,
            "linear: scale (t, g) at t*S + g of the head's [T, S] tile.   sm100_swizzled: at "
            "(t/4)*4*S + 4*g + t%4 -- the 4 tokens' scales of one group form one 32-bit word.",
@@ -246,6 +285,30 @@ std::string page_svg(const PageLayout& layout, int64_t zoom_head) {
                      R"(<rect width="100%" height="100%" fill="#ffffff"/>)"
                      "\n{}</svg>\n",
                      kWidth, y, kWidth, y, svg.body);
+}
+
+}  // namespace
+
+std::string page_svg(const PageLayout& layout, int64_t zoom_head) {
+  return draw_page(layout, zoom_head, std::nullopt);
+}
+
+std::string page_svg(const PageLayout& layout, const PageSvgTarget& target) {
+  const PageGeometry& g = layout.geometry();
+  if (target.token < 0 || target.token >= g.block_size || target.head < 0 ||
+      target.head >= g.num_kv_heads || target.group < 0 || target.group >= layout.groups()) {
+    throw Error(ErrorCode::out_of_range,
+                fmt::format("target token {}, head {}, group {} out of range: expected token < {} "
+                            "(block_size), head < {} (num_kv_heads), group < {}",
+                            target.token, target.head, target.group, g.block_size, g.num_kv_heads,
+                            layout.groups()));
+  }
+  TargetBytes t;
+  t.where = target;
+  t.data = layout.data_offset(target.side, target.token, target.head, target.group);
+  t.data_bytes = static_cast<uint64_t>(layout.data_bytes_per_group());
+  t.scale = layout.scale_offset(target.side, target.token, target.head, target.group);
+  return draw_page(layout, target.head, t);
 }
 
 }  // namespace kvq

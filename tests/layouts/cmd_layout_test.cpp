@@ -173,6 +173,45 @@ TEST(CmdLayout, SvgDrawsRegionsHeadsAndTheSwizzle) {
   std::remove(out.c_str());
 }
 
+// --locate with --svg: the picture marks the target's data bytes and scale byte (red outlines in
+// the bar and in the zoom, which shows the target's head) and names the offsets --locate prints.
+TEST(CmdLayout, SvgMarksTheLocateTarget) {
+  const std::string out = std::string(::testing::TempDir()) + "kvq_layout_test_locate.svg";
+  const auto read = [&] {
+    std::ifstream f(out);
+    std::stringstream ss;
+    ss << f.rdbuf();
+    return ss.str();
+  };
+  std::remove(out.c_str());
+  const KvqRun plain = kvq("layout " + sm100() + " --svg " + out);
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  const std::string without = read();
+  EXPECT_EQ(without.find("#d62728"), std::string::npos);
+
+  const KvqRun r = kvq("layout " + sm100() + " --locate v,13,2,3 --svg " + out);
+  ASSERT_EQ(r.status, 0) << r.output;
+  // V data 9216 + head 2 x 16 tokens x 64 + token 13 x 64 + group 3 x 8 = 12120; V scales 17408 +
+  // head 2 x 128 + (13/4)*4*8 + 4*3 + 13%4 = 17773.
+  EXPECT_NE(r.output.find("  data   page offset 12120..12127  (V data + 2904)\n"),
+            std::string::npos)
+      << r.output;
+  const std::string svg = read();
+  EXPECT_NE(svg.find(">Target (red): V token 13, head 2, group 3: data bytes 12120..12127 (V data "
+                     "+ 2904), scale byte 17773 (V scales + 365)<"),
+            std::string::npos);
+  EXPECT_NE(svg.find(">Zoom: head 2's scale bytes for tokens 8..15, in address order<"),
+            std::string::npos);
+  size_t marks = 0;
+  for (size_t at = svg.find("stroke=\"#d62728\""); at != std::string::npos;
+       at = svg.find("stroke=\"#d62728\"", at + 1)) {
+    ++marks;
+  }
+  EXPECT_EQ(marks, 3u) << "data bytes and scale byte in the V bar, the scale cell in the zoom";
+  EXPECT_NE(svg, without);
+  std::remove(out.c_str());
+}
+
 // The largest geometries a config may give draw a picture of bounded size, quickly: lines
 // closer than 2 px are left out and the zoom looks only at heads near the one it draws (pages are
 // below 2^32 bytes: 16 tokens x 8192 heads x head_size 8192 is the largest square of heads).

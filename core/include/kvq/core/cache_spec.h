@@ -21,7 +21,7 @@ struct CacheSpec {
   int64_t num_kv_heads = 0;
   int64_t head_size = 0;
   LayoutSpec layout;
-  float k_scale = 1.0f;  // dequantization scales (amax / 448 calibration); > 0, finite
+  float k_scale = 1.0f;  // dequantization scales (NVFP4: amax / 2688); > 0, finite
   float v_scale = 1.0f;
 };
 
