@@ -1,7 +1,7 @@
 // kvq backends [--plugin-path DIR]...: every plugin found (name, version, available or why not,
-// formats, layouts, file), then every file that failed to load and why. Listing is the point,
-// so plugins that fail to load do not fail the command (exit 0); a --plugin-path that does not
-// exist is bad usage (exit 2).
+// formats, layouts, input dtypes, file), then every file that failed to load and why. Listing is
+// the point, so plugins that fail to load do not fail the command (exit 0); a --plugin-path that
+// does not exist is bad usage (exit 2).
 #include <algorithm>
 #include <array>
 #include <iostream>
@@ -22,11 +22,12 @@ std::string status_text(const PluginInfo& p) {
 }
 
 void print_table(const std::vector<PluginInfo>& plugins, std::ostream& out) {
-  constexpr size_t kColumns = 6;
+  constexpr size_t kColumns = 7;
   using Row = std::array<std::string, kColumns>;
-  std::vector<Row> rows{{"NAME", "VERSION", "STATUS", "FORMATS", "LAYOUTS", "FILE"}};
+  std::vector<Row> rows{{"NAME", "VERSION", "STATUS", "FORMATS", "LAYOUTS", "INPUTS", "FILE"}};
   for (const auto& p : plugins) {
-    rows.push_back({p.name, p.version, status_text(p), p.formats, p.layouts, p.file.string()});
+    rows.push_back(
+        {p.name, p.version, status_text(p), p.formats, p.layouts, p.input_dtypes, p.file.string()});
   }
   std::array<size_t, kColumns> width{};
   for (const auto& row : rows) {
