@@ -669,3 +669,34 @@ TEST_F(WritePlanTest, ReadRefusesNonF32OutputsAndBadScales) {
 
 }  // namespace
 }  // namespace kvq::cuda_nvfp4
+
+namespace kvq::cuda_nvfp4 {
+namespace {
+
+// The kernel table's rule (write_kernel_table.h): each row at the sizes that pick it, on the
+// H200's bars; f32 (no pairs) and device scales on one side only skip the rows they cannot use.
+TEST(WriteKernelTable, EachRowIsChosenAtItsSizes) {
+  const WriteSizeBars bars{540672, 33792, 168960, 16896};
+  const auto pick = [&](uint64_t items, bool pairs, bool alike, bool common) {
+    return std::string(
+        kWriteKernels[choose_write_kernel({items, pairs, alike, common}, bars)].name);
+  };
+  EXPECT_EQ(pick(540672, true, true, true), "two_groups");
+  EXPECT_EQ(pick(540671, true, true, true), "wave");
+  EXPECT_EQ(pick(1 << 22, false, true, true), "wave");  // f32 or an odd group count
+  EXPECT_EQ(pick(16896, true, true, true), "split_early");
+  EXPECT_EQ(pick(16897, true, true, true), "split");
+  EXPECT_EQ(pick(33792, true, true, true), "split");
+  EXPECT_EQ(pick(33793, true, true, true), "stream_common");
+  EXPECT_EQ(pick(33793, true, true, false), "stream");
+  EXPECT_EQ(pick(100, true, false, true), "stream_common");  // one device scale: both sides
+  EXPECT_EQ(pick(168960, true, true, false), "stream");
+  EXPECT_EQ(pick(168961, true, true, true), "wave");
+  for (const WriteKernelRow& r : kWriteKernels) {
+    EXPECT_NE(std::string(r.tag), "") << r.name << ": every rule cites its measurement";
+    EXPECT_TRUE(r.groups == 1 || r.sides == 2) << r.name << ": two groups a thread take both sides";
+  }
+}
+
+}  // namespace
+}  // namespace kvq::cuda_nvfp4

@@ -11,6 +11,7 @@
 #include "fast_divmod.h"
 #include "kvq/abi/page.h"
 #include "kvq/layouts/hd.h"
+#include "write_kernel_table.h"
 
 namespace kvq::cuda_nvfp4 {
 
@@ -174,6 +175,7 @@ struct WriteKernelDesc {
   int32_t streaming_loads;
   int32_t early_trigger;
   int32_t common_path;
+  int32_t kernel;  // the row of kWriteKernels (write_kernel_table.h) these fields come from
   int32_t block_prefetch;
   // The two-group kernel's item order (split_write_item): rows (token, head) in runs of
   // 2^run_log2 consecutive tokens of one head for tokens [0, run_tokens), so that a warp's items
@@ -182,6 +184,7 @@ struct WriteKernelDesc {
   // kernels always take the reader's order.
   uint32_t run_log2;
   uint32_t run_tokens;  // a multiple of 2^run_log2
+  uint32_t pad_;        // 0: every byte of the descriptor is written (it is reused in place)
 };
 
 // Side s's input strides as the block prefetch and block size need them: a token's heads back to
@@ -240,15 +243,6 @@ KVQ_HD bool common_path_holds(const WriteKernelDesc& d) {
          d.scale_ptr[0] == nullptr && d.scale_ptr[1] == nullptr && d.fast_reciprocal[0] != 0 &&
          d.fast_reciprocal[1] != 0 && d.page.slots_fit_u31 != 0 && d.page.data_access_bytes == 8;
 }
-
-// The write sizes (in items) where the thread mapping changes, from the kernels' occupancy on
-// the writer's device (preload_write_kernels).
-struct WriteSizeBars {
-  uint64_t pair_min_items = 0;    // at least this many: two groups a thread
-  uint64_t split_max_items = 0;   // at most this many: one side a thread
-  uint64_t stream_max_items = 0;  // at most this many (and one group a thread): streaming loads
-  uint64_t early_max_items = 0;   // at most this many (and one side a thread): early trigger
-};
 
 struct ReadKernelDesc {
   const uint8_t* cache;

@@ -1,6 +1,7 @@
 // The NVFP4 write kernel. One thread per "unit": G consecutive 16-element groups of one
 // (token, head) row, of K and V together or (kSides = 1) of one of them; the unit's 16-byte
-// loads are issued first. plan_write picks the mapping by write size (WriteSizeBars):
+// loads are issued first. plan_write picks one row of kWriteKernels (write_kernel_table.h), one
+// kernel each, by write size (WriteSizeBars):
 //   - large writes, S even, 16-bit input: G = 2. The per-thread work (item split, slot load and
 //     split, page pointer, scale addresses) is shared by 64 elements instead of 32;
 //   - mid-size writes: G = 1, both sides. Twice the threads spread the same bytes over more SMs
@@ -21,6 +22,8 @@
 #include <cuda_runtime.h>
 
 #include <string>
+#include <string_view>
+#include <utility>
 
 #include "cuda_util.h"
 #include "group_quantize.cuh"
@@ -382,67 +385,64 @@ __global__ void __launch_bounds__(kMaxThreads, kMinBlocks<In, G>)
   write_unit<In, kUseHwE2m1, G, kSides, kCommon>(d, plan, side0, u, global, inv_global, fast_rcp);
 }
 
-// How a kernel maps items to threads and when it triggers the next launch: the descriptor's
-// groups_per_thread, sides_per_thread, streaming_loads and early_trigger (plan_write picks one of
-// kMappings); and whether it is compiled for the common case (common_path).
-struct Mapping {
-  int groups;
-  int sides;
-  bool streaming;
-  bool early_trigger;
-  bool common = false;
-};
-constexpr Mapping kMappings[] = {
-    {2, 2, false, false},      {1, 2, false, false}, {1, 2, true, false},
-    {1, 2, true, false, true}, {1, 1, true, false},  {1, 1, true, true},
-};
-
 template <class Kernel>
 const void* as_entry(Kernel* k) {
   return reinterpret_cast<const void*>(k);
 }
 
-// The kernel for (input, hardware E2M1, mapping). f32 input runs one group a thread: two would
-// hold 16 16-byte loads in flight per thread, past a 64-register budget. One side a thread
-// always streams (its writes are below the streaming bar); only it triggers early. Only the
-// one-wave mapping of both sides a thread has a common-path kernel (common_path_holds).
-template <InputType In, bool kUseHwE2m1>
-const void* kernel_for(Mapping m) {
-  if constexpr (In != InputType::f32) {
-    if (m.groups == 2) {
-      return as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 2, 2, false, false, false>);
-    }
+// The kernel of row I of kWriteKernels (write_kernel_table.h), for (input, hardware E2M1). f32
+// input has no two-group kernel: two would hold 16 16-byte loads in flight per thread, past a
+// 64-register budget (plan_write never picks it for f32).
+template <InputType In, bool kUseHwE2m1, std::size_t I>
+const void* kernel_of_row() {
+  constexpr WriteKernelRow r = kWriteKernels[I];
+  if constexpr (In == InputType::f32 && r.groups == 2) {
+    return nullptr;
+  } else {
+    return as_entry(nvfp4_write_kernel<In, kUseHwE2m1, r.groups, r.sides, r.streaming,
+                                       r.early_trigger, r.common>);
   }
-  if (m.sides == 1) {
-    return m.early_trigger ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, true, false>)
-                           : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 1, true, false, false>);
-  }
-  if (!m.streaming) return as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, false, false, false>);
-  return m.common ? as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false, true>)
-                  : as_entry(nvfp4_write_kernel<In, kUseHwE2m1, 1, 2, true, false, false>);
 }
 
-const void* write_kernel(InputType input, bool use_hw_e2m1, Mapping m) {
+// One kernel per row, instantiated from the table.
+template <InputType In, bool kUseHwE2m1, std::size_t... I>
+const void* kernel_at(int row, std::index_sequence<I...>) {
+  const void* k = nullptr;
+  (void)((row == static_cast<int>(I) ? (k = kernel_of_row<In, kUseHwE2m1, I>(), true) : false) ||
+         ...);
+  return k;
+}
+
+const void* write_kernel(InputType input, bool use_hw_e2m1, int row) {
+  constexpr auto rows = std::make_index_sequence<kNumWriteKernels>{};
   switch (input) {
     case InputType::bf16:
-      return use_hw_e2m1 ? kernel_for<InputType::bf16, true>(m)
-                         : kernel_for<InputType::bf16, false>(m);
+      return use_hw_e2m1 ? kernel_at<InputType::bf16, true>(row, rows)
+                         : kernel_at<InputType::bf16, false>(row, rows);
     case InputType::f16:
-      return use_hw_e2m1 ? kernel_for<InputType::f16, true>(m)
-                         : kernel_for<InputType::f16, false>(m);
+      return use_hw_e2m1 ? kernel_at<InputType::f16, true>(row, rows)
+                         : kernel_at<InputType::f16, false>(row, rows);
     case InputType::f32: break;
   }
-  m.groups = 1;
-  return use_hw_e2m1 ? kernel_for<InputType::f32, true>(m) : kernel_for<InputType::f32, false>(m);
+  return use_hw_e2m1 ? kernel_at<InputType::f32, true>(row, rows)
+                     : kernel_at<InputType::f32, false>(row, rows);
+}
+
+// The row of kWriteKernels named `name` (for the occupancy questions below).
+constexpr int row_named(std::string_view name) {
+  for (int i = 0; i < kNumWriteKernels; ++i) {
+    if (name == kWriteKernels[i].name) return i;
+  }
+  return -1;
 }
 
 // The threads of a 16-bit kernel the whole GPU holds at once (one wave), from its occupancy. The
 // streaming bar below asks the common-path kernel; the general one is compiled under the same
 // __launch_bounds__ with as many registers (48 on sm_90a; cuobjdump -res-usage).
-cudaError_t resident_threads(bool use_hw_e2m1, Mapping m, uint64_t sms, uint64_t* threads) {
+cudaError_t resident_threads(bool use_hw_e2m1, int row, uint64_t sms, uint64_t* threads) {
   int blocks_per_sm = 0;
   const cudaError_t err = cudaOccupancyMaxActiveBlocksPerMultiprocessor(
-      &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, m), kMaxThreads, 0);
+      &blocks_per_sm, write_kernel(InputType::bf16, use_hw_e2m1, row), kMaxThreads, 0);
   *threads = static_cast<uint64_t>(blocks_per_sm) * kMaxThreads * sms;
   return err;
 }
@@ -476,10 +476,7 @@ LaunchShape write_launch_shape(const WriteKernelDesc& desc, int num_sms) {
 
 Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchShape& shape,
                     CUstream_st* stream, int ordinal) noexcept {
-  const void* kernel =
-      write_kernel(input, desc.use_hw_e2m1 != 0,
-                   Mapping{desc.groups_per_thread, desc.sides_per_thread, desc.streaming_loads != 0,
-                           desc.early_trigger != 0, desc.common_path != 0});
+  const void* kernel = write_kernel(input, desc.use_hw_e2m1 != 0, desc.kernel);
   return launch_programmatic("write kernel", kernel, &desc, sizeof desc, shape.blocks,
                              shape.threads, stream, ordinal);
 }
@@ -487,7 +484,7 @@ Status launch_write(const WriteKernelDesc& desc, InputType input, const LaunchSh
 int write_kernel_loadable(std::string* detail) noexcept {
   cudaFuncAttributes attr{};
   const cudaError_t err = cudaFuncGetAttributes(
-      &attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, {1, 2, false, false}));
+      &attr, write_kernel(InputType::bf16, /*use_hw_e2m1=*/false, row_named("wave")));
   if (err == cudaSuccess) return cudaSuccess;
   (void)cudaGetLastError();
   if (detail) *detail = std::string(cudaGetErrorName(err)) + ": " + cudaGetErrorString(err);
@@ -496,11 +493,11 @@ int write_kernel_loadable(std::string* detail) noexcept {
 
 int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) noexcept {
   for (InputType input : {InputType::bf16, InputType::f16, InputType::f32}) {
-    for (const Mapping& m : kMappings) {
-      if (input == InputType::f32 && m.groups == 2) continue;  // f32 has no two-group kernel
+    for (int row = 0; row < kNumWriteKernels; ++row) {
+      const void* kernel = write_kernel(input, use_hw_e2m1, row);
+      if (kernel == nullptr) continue;  // f32 has no two-group kernel
       cudaFuncAttributes attr{};
-      if (cudaError_t err = cudaFuncGetAttributes(&attr, write_kernel(input, use_hw_e2m1, m));
-          err != cudaSuccess) {
+      if (cudaError_t err = cudaFuncGetAttributes(&attr, kernel); err != cudaSuccess) {
         return err;
       }
     }
@@ -510,7 +507,7 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // holding 4 blocks of 256 two-group threads each, the bar sits at 540,672 items.
   const uint64_t sms = static_cast<uint64_t>(num_sms > 0 ? num_sms : 1);
   uint64_t pair_threads = 0;
-  if (cudaError_t err = resident_threads(use_hw_e2m1, {2, 2, false, false}, sms, &pair_threads);
+  if (cudaError_t err = resident_threads(use_hw_e2m1, row_named("two_groups"), sms, &pair_threads);
       err != cudaSuccess) {
     return err;
   }
@@ -527,7 +524,7 @@ int preload_write_kernels(bool use_hw_e2m1, int num_sms, WriteSizeBars* bars) no
   // v11, v12, v18). The 16-bit kernel's wave (5 blocks of 256 an SM: 168,960 items on 132 SMs;
   // f32's holds 4); one-group items = threads.
   if (cudaError_t err =
-          resident_threads(use_hw_e2m1, {1, 2, true, false, true}, sms, &bars->stream_max_items);
+          resident_threads(use_hw_e2m1, row_named("stream_common"), sms, &bars->stream_max_items);
       err != cudaSuccess) {
     return err;
   }

@@ -147,21 +147,25 @@ Status plan_write(const WriteArgs& args, const kvq_page_desc& page,
   d.cache = static_cast<uint8_t*>(args.cache.data);
   d.page = addressing;
   d.page.items = items;
-  // Two groups a thread share the per-thread work (write_kernel.cu); f32 and small writes keep
-  // one. Writes too small to fill the GPU split each unit's sides over two threads.
-  d.groups_per_thread =
-      page.groups % 2 == 0 && args.key.dtype != DType::f32 && items >= bars.pair_min_items ? 2 : 1;
-  // One side a thread only where both scales are on the host or both on the device: a thread that
-  // finds a bad device scale must know of its partner's too (write_kernel.cu).
-  const bool scales_alike = (scale_ptrs[0] == nullptr) == (scale_ptrs[1] == nullptr);
-  d.sides_per_thread =
-      d.groups_per_thread == 1 && items <= bars.split_max_items && scales_alike ? 1 : 2;
-  const bool small = d.sides_per_thread == 1 || items <= bars.stream_max_items;
-  d.streaming_loads = d.groups_per_thread == 1 && small ? 1 : 0;
-  d.early_trigger = d.sides_per_thread == 1 && items <= bars.early_max_items ? 1 : 0;
-  d.page.data_access_bytes =
-      data_access_bytes(args.cache.data, page, 8u * static_cast<uint32_t>(d.groups_per_thread));
-  d.common_path = common_path_holds(d) ? 1 : 0;
+  // The kernel: one row of kWriteKernels (write_kernel_table.h). Whether the stream mapping's
+  // common case holds is asked of that mapping, so it is filled in first.
+  const auto fill_mapping = [&](const WriteKernelRow& row) {
+    d.groups_per_thread = row.groups;
+    d.sides_per_thread = row.sides;
+    d.streaming_loads = row.streaming ? 1 : 0;
+    d.early_trigger = row.early_trigger ? 1 : 0;
+    d.common_path = row.common ? 1 : 0;
+    d.page.data_access_bytes =
+        data_access_bytes(args.cache.data, page, 8u * static_cast<uint32_t>(row.groups));
+  };
+  fill_mapping(kWriteKernels[kStreamCommonRow]);
+  WriteTraits traits{};
+  traits.items = items;
+  traits.pairs_possible = page.groups % 2 == 0 && args.key.dtype != DType::f32;
+  traits.scales_alike = (scale_ptrs[0] == nullptr) == (scale_ptrs[1] == nullptr);
+  traits.common_case_holds = common_path_holds(d);
+  d.kernel = choose_write_kernel(traits, bars);
+  fill_mapping(kWriteKernels[d.kernel]);
   d.block_prefetch = d.groups_per_thread == 1 && d.sides_per_thread == 2 && d.streaming_loads == 0
                          ? block_prefetch_for(d)
                          : kNoBlockPrefetch;
@@ -175,6 +179,7 @@ Status plan_write(const WriteArgs& args, const kvq_page_desc& page,
   const int64_t warp_rows = 64 / int64_t{page.groups};
   d.run_log2 = 0;
   d.run_tokens = 0;
+  d.pad_ = 0;
   if (d.groups_per_thread == 2 && page.order == KVQ_ORDER_HND && page.groups < 16 &&
       warp_rows * page.groups == 64 && page.num_kv_heads >= warp_rows) {
     d.run_log2 = static_cast<uint32_t>(std::countr_zero(static_cast<uint64_t>(warp_rows)));
