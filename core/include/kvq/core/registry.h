@@ -37,7 +37,7 @@ struct PluginInfo {
   std::string reason;  // probe's reason: why unavailable, or what it will use
 };
 
-// A file that was found but could not be used, and why ("no kvq_backend_entry symbol", ...).
+// A file that was found but could not be used, and why ("no kvq_plugin_entry function", ...).
 struct PluginFailure {
   std::filesystem::path file;
   std::string reason;
