@@ -15,12 +15,12 @@ mkdir -p "$out"
 start=$SECONDS
 specs=("$@")
 for ((r = 1; r <= rounds; ++r)); do
-  if ((r > 1 && SECONDS - start > budget / rounds * (r - 1))); then
+  if ((r > 1 && SECONDS - start > budget * (r - 1) / rounds)); then
     echo "gpu_ab_hosts.sh: round $r skipped: $((SECONDS - start)) s used of $budget" >&2
     break
   fi
   order=("${specs[@]}")
-  ((r % 2 == 0)) && order=($(printf '%s\n' "${specs[@]}" | tac))
+  ((r % 2 == 0)) && mapfile -t order < <(printf '%s\n' "${specs[@]}" | tac)
   for spec in "${order[@]}"; do
     name=${spec%%=*} dir=${spec#*=}
     LD_LIBRARY_PATH="$PWD/$dir/lib" timeout 200 "$dir/bin/kvq" bench configs/nvfp4_sm100.yaml \
