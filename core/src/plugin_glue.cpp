@@ -1,0 +1,46 @@
+// The C arguments that crossed the boundary as the host's C++ types (plugin_glue.h).
+#include "kvq/core/plugin_glue.h"
+
+namespace kvq {
+
+kvq_device to_abi(Device d) {
+  return {d.is_cuda() ? static_cast<int32_t>(kDLCUDA) : static_cast<int32_t>(kDLCPU),
+          d.is_cuda() ? d.index : 0};
+}
+
+Device from_abi(kvq_device d) {
+  return d.type == kDLCUDA ? Device::cuda(d.id) : Device::cpu();
+}
+
+WriteArgs to_write_args(const kvq_write_args& c) {
+  WriteArgs a;
+  a.key = from_dlpack(*c.key);
+  a.value = from_dlpack(*c.value);
+  a.slot_mapping = from_dlpack(*c.slot_mapping);
+  a.cache = from_dlpack(*c.cache);
+  a.k_scale = c.k_scale;
+  a.v_scale = c.v_scale;
+  a.k_scale_ptr = c.k_scale_ptr;
+  a.v_scale_ptr = c.v_scale_ptr;
+  a.stream = c.stream;
+  return a;
+}
+
+ReadArgs to_read_args(const kvq_read_args& c) {
+  ReadArgs a;
+  a.cache = from_dlpack(*c.cache);
+  a.slot_mapping = from_dlpack(*c.slot_mapping);
+  a.key = from_dlpack(*c.key);
+  a.value = from_dlpack(*c.value);
+  a.k_scale = c.k_scale;
+  a.v_scale = c.v_scale;
+  a.stream = c.stream;
+  return a;
+}
+
+std::optional<Device> requested_device(const kvq_backend_options& o) {
+  if (o.has_device == 0) return std::nullopt;
+  return from_abi(o.device);
+}
+
+}  // namespace kvq
