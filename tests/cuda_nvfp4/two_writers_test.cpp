@@ -468,13 +468,13 @@ TEST_F(TwoWritersRefusal, TensorsOfAnotherDeviceAreRefused) {
   // The staged write with one tensor claiming another device: refused before any launch.
   const std::vector<std::tuple<TensorView WriteArgs::*, Device, std::string>> refused = {
       {&WriteArgs::key, Device::cuda(1),
-       "key is on cuda:1: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+       "key: [5, 4, 128] bf16 cuda:1: expected cuda:0 memory (the writer's device)"},
       {&WriteArgs::value, Device::cuda(3),
-       "value is on cuda:3: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+       "value: [5, 4, 128] bf16 cuda:3: expected cuda:0 memory (the writer's device)"},
       {&WriteArgs::slot_mapping, Device::cpu(),
-       "slot_mapping is on cpu: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+       "slot_mapping: [5] i64 cpu: expected cuda:0 memory (the writer's device)"},
       {&WriteArgs::cache, Device::cuda(1),
-       "cache is on cuda:1: expected cuda:0 (the cuda_nvfp4 writer's device)"},
+       "cache: [8, 9216] u8 cuda:1: expected cuda:0 memory (the writer's device)"},
   };
   for (const auto& [member, device, message] : refused) {
     WriteArgs a = shard_->args();
