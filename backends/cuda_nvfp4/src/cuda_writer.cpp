@@ -104,6 +104,7 @@ Status CudaNvfp4Writer::create(const PageLayout& layout, const std::optional<Dev
   return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Writer> w(new CudaNvfp4Writer());
     open_common(layout, device, &w->info_, &w->layout_, &w->addressing_);
+    w->needs_ = write_requirements(w->info_.ordinal);
     DeviceGuard guard(w->info_.ordinal);
     if (guard.error() != cudaSuccess) {
       throw Error(cuda_status(guard.error(), "cudaSetDevice", w->info_.ordinal));
@@ -251,6 +252,7 @@ Status CudaNvfp4Reader::create(const PageLayout& layout, const std::optional<Dev
   return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Reader> r(new CudaNvfp4Reader());
     open_common(layout, device, &r->info_, &r->layout_, &r->addressing_);
+    r->needs_ = read_requirements(r->info_.ordinal);
     DeviceGuard guard(r->info_.ordinal);
     if (guard.error() != cudaSuccess) {
       throw Error(cuda_status(guard.error(), "cudaSetDevice", r->info_.ordinal));

@@ -46,9 +46,7 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   Status write(const WriteArgs& args) noexcept override;
   // The write of arguments the contract has passed (the plugin's path: the host checked).
   Status write_checked(const WriteArgs& args) noexcept;
-  const kvq_requirements& requirements() const noexcept {
-    return write_requirements(info_.ordinal);
-  }
+  const kvq_requirements& requirements() const noexcept { return needs_; }
   const PageLayout& layout() const noexcept override { return *layout_; }
   Device device() const noexcept override { return Device::cuda(info_.ordinal); }
   Status take_out_of_range_slots(int64_t* count) noexcept override;
@@ -57,6 +55,7 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   CudaNvfp4Writer() = default;
 
   DeviceInfo info_;
+  kvq_requirements needs_{};  // write_requirements / read_requirements of info_.ordinal
   std::unique_ptr<PageLayout> layout_;
   PageAddressing addressing_{};
   WriteCounters* counters_ = nullptr;  // device
@@ -84,7 +83,7 @@ class CudaNvfp4Reader final : public KVCacheReader {
   // Checks the contract, then read_checked().
   Status read(const ReadArgs& args) noexcept override;
   Status read_checked(const ReadArgs& args) noexcept;
-  const kvq_requirements& requirements() const noexcept { return read_requirements(info_.ordinal); }
+  const kvq_requirements& requirements() const noexcept { return needs_; }
   const PageLayout& layout() const noexcept override { return *layout_; }
   Device device() const noexcept override { return Device::cuda(info_.ordinal); }
 
@@ -92,6 +91,7 @@ class CudaNvfp4Reader final : public KVCacheReader {
   CudaNvfp4Reader() = default;
 
   DeviceInfo info_;
+  kvq_requirements needs_{};  // write_requirements / read_requirements of info_.ordinal
   std::unique_ptr<PageLayout> layout_;
   PageAddressing addressing_{};
   StreamBook streams_;  // the device of each stream seen

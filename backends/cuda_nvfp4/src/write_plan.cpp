@@ -8,8 +8,6 @@
 #include <bit>
 #include <cstdint>
 #include <limits>
-#include <map>
-#include <mutex>
 #include <string>
 
 namespace kvq::cuda_nvfp4 {
@@ -68,24 +66,16 @@ Status count_items(int64_t tokens, const kvq_page_desc& page, uint32_t* items) {
 
 }  // namespace
 
-const kvq_requirements& write_requirements(int ordinal) {
-  // One per device ordinal a process uses (a handful); built once, never freed.
-  static std::mutex mutex;
-  static std::map<int, kvq_requirements> by_device;
-  std::lock_guard lock(mutex);
-  auto [it, added] = by_device.try_emplace(ordinal);
-  if (added) {
-    it->second = kvq_requirements{
-        sizeof(kvq_requirements),
-        {kDLCUDA, ordinal},
-        (1u << static_cast<uint32_t>(DType::bf16)) | (1u << static_cast<uint32_t>(DType::f16)) |
-            (1u << static_cast<uint32_t>(DType::f32)),
-        kVectorBytes,
-        KVQ_REQ_LAST_DIM_CONTIGUOUS | KVQ_REQ_SLOTS_CONTIGUOUS | KVQ_REQ_DEVICE_SLOTS |
-            KVQ_REQ_DEVICE_SCALES,
-    };
-  }
-  return it->second;
+kvq_requirements write_requirements(int ordinal) {
+  return kvq_requirements{
+      sizeof(kvq_requirements),
+      {kDLCUDA, ordinal},
+      (1u << static_cast<uint32_t>(DType::bf16)) | (1u << static_cast<uint32_t>(DType::f16)) |
+          (1u << static_cast<uint32_t>(DType::f32)),
+      kVectorBytes,
+      KVQ_REQ_LAST_DIM_CONTIGUOUS | KVQ_REQ_SLOTS_CONTIGUOUS | KVQ_REQ_DEVICE_SLOTS |
+          KVQ_REQ_DEVICE_SCALES,
+  };
 }
 
 Status make_page_addressing(const kvq_page_desc& page, PageAddressing* out) {

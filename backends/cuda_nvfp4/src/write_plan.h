@@ -12,8 +12,9 @@ namespace kvq::cuda_nvfp4 {
 // What cuda_nvfp4 needs beyond the contract, for a writer or reader on cuda:`ordinal`: every
 // tensor there, head rows contiguous and 16-byte aligned (16-byte vector loads and stores),
 // slots contiguous; slots and scales may be device values (counted and checked by the kernels).
-const kvq_requirements& write_requirements(int ordinal);
-inline const kvq_requirements& read_requirements(int ordinal) {
+// Built once per writer or reader (which keeps it): no lookup on the write path.
+kvq_requirements write_requirements(int ordinal);
+inline kvq_requirements read_requirements(int ordinal) {
   return write_requirements(ordinal);
 }
 
