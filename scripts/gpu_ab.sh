@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# A/B of cuda_nvfp4 builds on the GPU machine, from the repository root (how docs/kernel-design.md
+# A/B of cuda builds on the GPU machine, from the repository root (how docs/kernel-design.md
 # reads one: its "How the numbers are read"):
 #   scripts/gpu_ab.sh OUTDIR NAME=DIR[@VAR=VALUE...] ...
-# Each DIR holds a libkvq_cuda_nvfp4.so built from one kernel version (carried under build/lib);
+# Each DIR holds a libkvq_cuda.so built from one kernel version (carried under build/lib);
 # each runs in turn as build/lib/kvq/plugins' plugin, same inputs, one process per version (with
 # the environment variables after '@', for builds that read an A/B switch), and the table
 # compares them; under each table, how far one build's own rounds lie apart (the noise a
@@ -17,7 +17,7 @@ tokens=${KVQ_AB_TOKENS:-1024,4096,16384,65536}
 rounds=${KVQ_AB_ROUNDS:-2}
 read -ra extra <<< "${KVQ_AB_ARGS:-}"
 export LD_LIBRARY_PATH="$PWD/build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
-plugin=build/lib/kvq/plugins/libkvq_cuda_nvfp4.so
+plugin=build/lib/kvq/plugins/libkvq_cuda.so
 mkdir -p "$out"
 cp "$plugin" "$out/.built.so"
 for ((r = 1; r <= rounds; ++r)); do
@@ -25,9 +25,9 @@ for ((r = 1; r <= rounds; ++r)); do
     name=${spec%%=*} dir=${spec#*=}
     IFS=@ read -ra vars <<< "$dir"
     dir=${vars[0]}
-    cp "$dir/libkvq_cuda_nvfp4.so" "$plugin"
+    cp "$dir/libkvq_cuda.so" "$plugin"
     env "${vars[@]:1}" timeout 150 build/bin/kvq bench configs/nvfp4_sm100.yaml \
-      --backend cuda_nvfp4 --shapes "$shapes" --tokens "$tokens" "${extra[@]}" \
+      --backend cuda --shapes "$shapes" --tokens "$tokens" "${extra[@]}" \
       --json "$out/$name.$r.json" \
       > "$out/$name.$r.txt" 2>&1
     echo "gpu_ab.sh: $name round $r: exit $?" >&2

@@ -9,13 +9,13 @@
 # then a compact table against the targets, and the fused views against dense inputs. Everything lands in OUTDIR (JSON rewritten
 # after every case, so a run cut short still leaves its numbers). Takes well under 4 minutes on an
 # H200: the sweep's launches take milliseconds; most of the time is making and uploading inputs.
-# Env: KVQ (default build/bin/kvq), KVQ_BENCH_BACKEND (default cuda_nvfp4), KVQ_BENCH_ARGS (extra
+# Env: KVQ (default build/bin/kvq), KVQ_BENCH_BACKEND (default cuda), KVQ_BENCH_ARGS (extra
 # arguments for every bench run; e.g. "--tokens 1,16 --iterations 3" to try the script on a CPU).
 set -uo pipefail
 out=${1:?usage: scripts/gpu_bench.sh OUTDIR}
 kvq=${KVQ:-build/bin/kvq}
 extra=${KVQ_BENCH_ARGS:-}
-backend=${KVQ_BENCH_BACKEND:-cuda_nvfp4}
+backend=${KVQ_BENCH_BACKEND:-cuda}
 mkdir -p "$out"
 [[ -x $kvq ]] || { echo "gpu_bench.sh: $kvq not found or not executable (build first)" >&2; exit 2; }
 

@@ -24,7 +24,7 @@ for kernel in ${KVQ_NCU_KERNELS:-nvfp4_write_kernel nvfp4_read_kernel}; do
   for pass in metrics stalls; do
     timeout 120 "$ncu" --clock-control none --kernel-name "regex:$kernel" --launch-skip 3 \
       --launch-count 1 --metrics "${!pass}" \
-      build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda_nvfp4 \
+      build/bin/kvq bench configs/nvfp4_sm100.yaml --backend cuda \
       --shapes "${KVQ_NCU_SHAPE:-8x128}" --tokens "${KVQ_NCU_TOKENS:-65536}" --iterations 5 \
       > "$out/ncu_${kernel}_$pass.txt" 2>&1
     echo "ncu $kernel $pass rc=$?"

@@ -25,20 +25,20 @@ if has tests; then  # every test binary, GPU tests included (CTest files hold th
   for t in build/bin/*_test build/bin/*_tests; do
     name=$(basename "$t")
     [[ $name == plugin_* ]] && continue  # fixture plugins and the install test need the build tree
-    has suite && [[ $name == cuda_nvfp4_gpu_tests ]] && continue  # the suite step runs it
+    has suite && [[ $name == cuda_gpu_tests ]] && continue  # the suite step runs it
     timeout 240 "$t" > "$work/tests/$name.log" 2>&1
     rc=$?
     printf '%-36s rc=%-3s %s\n' "$name" "$rc" "$(grep -E '^\[  (PASSED|FAILED|SKIPPED) ' "$work/tests/$name.log" | tr '\n' ' ' | cut -c1-110)"
   done
 fi
-if has suite; then  # cuda_nvfp4: gpu tests (json), memcheck, perf report
-  timeout 300 tests/cuda_nvfp4/run_gpu_suite.sh "$work/cuda_nvfp4"
+if has suite; then  # cuda: gpu tests (json), memcheck, perf report
+  timeout 300 tests/cuda/run_gpu_suite.sh "$work/cuda"
 fi
 if has bench; then
   timeout 330 scripts/gpu_bench.sh "$work/bench" 2>&1 | tail -60
 fi
 if has demo; then
-  timeout 60 build/bin/kvq-demo --backend cuda_nvfp4 --verify --json "$work/demo.json" 2>&1 | tail -20
+  timeout 60 build/bin/kvq-demo --backend cuda --verify --json "$work/demo.json" 2>&1 | tail -20
   timeout 60 build/bin/kvq-demo --json "$work/demo_auto.json" > "$work/demo_auto.txt" 2>&1
   echo "kvq-demo (auto) rc=$?"
 fi

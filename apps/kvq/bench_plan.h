@@ -39,7 +39,7 @@ inline constexpr int64_t kMainHeads = 8;
 inline constexpr int64_t kMainHeadSize = 128;
 inline constexpr int64_t kCpuMaxDefaultTokens = 4096;
 // The most tokens --tokens takes for one case: 2^31 - 1, the most one write call of the
-// cuda_nvfp4 backend takes (32-bit work-item indices) and far past any engine's batch. A larger
+// cuda backend takes (32-bit work-item indices) and far past any engine's batch. A larger
 // T would time nothing an engine does, and its sizes (T x H x D elements) could pass 64 bits.
 inline constexpr int64_t kMaxTokens = std::numeric_limits<int32_t>::max();
 // The most query heads --fused-qkv takes: past any model's (DeepSeek's 128, Llama 405B's 128).

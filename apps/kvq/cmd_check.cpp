@@ -17,7 +17,7 @@ namespace {
 // as `kvq write` would resolve it, and the backend it picks checks the device and threads (auto
 // with device cuda:0 on a machine without a GPU picks reference_cpu, which refuses cuda:0).
 // Returns the backend's text for the report: "reference_cpu", "auto: reference_cpu here", or
-// "cuda_nvfp4 (unavailable here)".
+// "cuda (unavailable here)".
 std::string check_backend(const Config& cfg) {
   check_plugin_paths(cfg);
   std::optional<OpenedBackend> opened;

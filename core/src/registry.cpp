@@ -260,7 +260,7 @@ void Registry::scan(const std::vector<fs::path>& folders_or_files) {
 
 namespace {
 
-// "found: reference_cpu, cuda_nvfp4 (unavailable: no CUDA device); not loaded: F (reason)"
+// "found: reference_cpu, cuda (unavailable: no CUDA device); not loaded: F (reason)"
 std::string describe_found(const std::vector<PluginInfo>& infos,
                            const std::vector<PluginFailure>& failures,
                            const std::vector<fs::path>& searched) {
@@ -324,7 +324,7 @@ Backend Registry::select(const std::string& name) const {
                                                     describe_found(infos_, failures_, searched_)));
   }
   const PluginInfo& chosen = best->info;
-  // Say why a backend one might expect was passed over ("cuda_nvfp4 unavailable: no CUDA
+  // Say why a backend one might expect was passed over ("cuda unavailable: no CUDA
   // device"), so a fallback to the CPU is never silent.
   std::string passed_over;
   for (const auto& plugin : loaded_) {

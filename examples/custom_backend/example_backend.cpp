@@ -7,7 +7,7 @@
 //
 // It links no kvq library and needs no spdlog, fmt or Boost: headers of kvq and the standard
 // library only, C++17, any compiler. It writes NVFP4 pages one 16-element group at a time on one
-// thread, an example of the boundary, not of speed (reference_cpu and cuda_nvfp4 are the fast
+// thread, an example of the boundary, not of speed (reference_cpu and cuda are the fast
 // ones), and its bytes equal reference_cpu's (tests/plugin/example_backend_test.cpp).
 //
 // The host checks the whole write/read contract (shapes, dtypes, slots, scales, buffers apart:

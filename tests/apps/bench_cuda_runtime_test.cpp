@@ -1,4 +1,4 @@
-// CudaDeviceRuntime (backends/cuda_nvfp4), the runtime `kvq bench` times the GPU writer with.
+// CudaDeviceRuntime (backends/cuda), the runtime `kvq bench` times the GPU writer with.
 // Label gpu: the device tests skip with a message when no CUDA device is present; the refusals
 // (CPU device, missing device) run everywhere.
 #include <cuda_runtime.h>
@@ -42,7 +42,7 @@ TEST(CudaDeviceRuntime, RefusesACpuDevice) {
   const Status s = make_cuda_device_runtime(o, &rt);
   EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
   EXPECT_EQ(s.message(),
-            "cuda_nvfp4 runtime: device cpu requested; this backend works on CUDA devices only "
+            "cuda runtime: device cpu requested; this backend works on CUDA devices only "
             "(cuda:N)");
   EXPECT_EQ(rt, nullptr);
 }
@@ -147,7 +147,7 @@ TEST_F(CudaRuntimeOnDevice, TimesGraphReplaysOfSeveralCaptures) {
   // 2 direct warm-ups, then one capture per graph: 2 warm-up graphs + 50 timed ones; replays
   // call nothing.
   const TimingOptions o{2, 50, true, 1};
-  EXPECT_EQ(cuda_nvfp4::CudaDeviceRuntime::graphs_captured(o), 52);
+  EXPECT_EQ(cuda::CudaDeviceRuntime::graphs_captured(o), 52);
   EXPECT_EQ(m.calls, 2 + 52);
   ASSERT_EQ(ms.size(), 50u);
   for (double t : ms) EXPECT_GT(t, 0.0);

@@ -16,10 +16,10 @@ if(TARGET kvq_backend_reference_cpu)
   add_dependencies(kvq_bench_cli_tests kvq kvq_backend_reference_cpu)
 endif()
 
-# gpu: CudaDeviceRuntime from the cuda_nvfp4 implementation library (no plugin loaded); the
+# gpu: CudaDeviceRuntime from the cuda implementation library (no plugin loaded); the
 # device tests skip without a GPU, the refusals run everywhere.
-if(TARGET kvq_cuda_nvfp4_impl)
+if(TARGET kvq_cuda_impl)
   kvq_add_test(kvq_bench_cuda_runtime_tests LABEL gpu
     SOURCES ${CMAKE_CURRENT_LIST_DIR}/bench_cuda_runtime_test.cpp
-    LINK kvq_cuda_nvfp4_impl)
+    LINK kvq_cuda_impl)
 endif()

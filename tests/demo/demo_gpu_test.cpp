@@ -1,8 +1,8 @@
-// kvq-demo --tensor-parallel on the cuda_nvfp4 backend (label gpu; issue 9): the embedded default
+// kvq-demo --tensor-parallel on the cuda backend (label gpu; issue 9): the embedded default
 // workload (8 KV heads) with 2, 4 and 8 shards gives the same report numbers and the same cache
 // bytes, head by head, as one shard, and as reference_cpu (--verify). Shards go on cuda:0,
 // cuda:1, ... when the machine has the GPUs; otherwise (one GPU) all on cuda:0 through --devices.
-// Skips with kvq-demo's own message only where cuda_nvfp4 is unavailable for want of a device (no
+// Skips with kvq-demo's own message only where cuda is unavailable for want of a device (no
 // GPU, no driver; a failure under KVQ_REQUIRE_GPU, require_gpu.h); any other exit 2 (bad usage,
 // bad config, another reason) is a failure.
 #include <gtest/gtest.h>
@@ -19,20 +19,20 @@ namespace {
 
 using namespace kvq::demo::test;
 
-// kvq-demo's one line when the cuda_nvfp4 plugin's probe finds no CUDA device:
-// "kvq-demo: backend 'cuda_nvfp4' (FILE) is unavailable: no CUDA device: REASON".
+// kvq-demo's one line when the cuda plugin's probe finds no CUDA device:
+// "kvq-demo: backend 'cuda' (FILE) is unavailable: no CUDA device: REASON".
 bool no_cuda_device(const Outcome& r) {
-  return r.status == 2 && r.err.rfind("kvq-demo: backend 'cuda_nvfp4' (", 0) == 0 &&
+  return r.status == 2 && r.err.rfind("kvq-demo: backend 'cuda' (", 0) == 0 &&
          r.err.find(") is unavailable: no CUDA device: ") != std::string::npos &&
          std::count(r.err.begin(), r.err.end(), '\n') == 1;
 }
 
 class DemoGpuTest : public DemoTest {
  protected:
-  // kvq-demo --backend cuda_nvfp4 --verify --timeline [args] --json FILE; status 0 expected.
+  // kvq-demo --backend cuda --verify --timeline [args] --json FILE; status 0 expected.
   Outcome run_cuda(std::vector<std::string> args, const std::string& json_name) {
-    std::vector<std::string> all = {"--backend",  "cuda_nvfp4", "--verify",
-                                    "--timeline", "--json",     (dir_ / json_name).string()};
+    std::vector<std::string> all = {"--backend",  "cuda",   "--verify",
+                                    "--timeline", "--json", (dir_ / json_name).string()};
     all.insert(all.end(), args.begin(), args.end());
     return run(all);
   }
@@ -88,8 +88,7 @@ TEST_F(DemoGpuTest, TensorParallelEqualsOneShardOnCuda) {
 }
 
 TEST_F(DemoGpuTest, AGpuThatDoesNotExistExits2) {
-  const Outcome r =
-      run({"--backend", "cuda_nvfp4", "--tensor-parallel", "2", "--devices", "0,4096"});
+  const Outcome r = run({"--backend", "cuda", "--tensor-parallel", "2", "--devices", "0,4096"});
   if (no_cuda_device(r)) KVQ_NO_CUDA_DEVICE(r.err);
   EXPECT_EQ(r.status, 2) << r.err;
   EXPECT_EQ(r.err.rfind("kvq-demo: shard 1 of 2 (KV heads 4..7, cuda:4096): ", 0), 0u) << r.err;

@@ -1,10 +1,10 @@
 #pragma once
-// What a GPU test (cuda_nvfp4, the demo's) does when it finds no usable CUDA device: skip (the
+// What a GPU test (cuda, the demo's) does when it finds no usable CUDA device: skip (the
 // default, so the GPU binaries run clean on CI machines without one), or fail when KVQ_REQUIRE_GPU
 // is set.
 //
 // KVQ_REQUIRE_GPU (read here, by gpu_required()): set to anything but "" or "0" (the GPU scripts,
-// tests/cuda_nvfp4/run_gpu_suite.sh and scripts/gpu_session.sh, export KVQ_REQUIRE_GPU=1), a test
+// tests/cuda/run_gpu_suite.sh and scripts/gpu_session.sh, export KVQ_REQUIRE_GPU=1), a test
 // that would skip for want of a device fails instead, with the probe's reason. Without it, a GPU
 // machine whose driver and runtime disagree (or with CUDA_VISIBLE_DEVICES emptied) would skip
 // every GPU test and still report success. Only the "no device at all" skip turns into a failure:

@@ -1,5 +1,5 @@
 #pragma once
-// Tests of tensor-parallel shards (tests/cuda_nvfp4, tests/demo): a shard's cache, written for
+// Tests of tensor-parallel shards (tests/cuda, tests/demo): a shard's cache, written for
 // KV heads [head_begin, head_begin + n), against the cache one writer made for every head.
 #include <cstdint>
 #include <cstring>

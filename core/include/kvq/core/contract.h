@@ -24,7 +24,7 @@
 
 namespace kvq {
 
-// `backend` names the backend in the refusals of what it declared ("cuda_nvfp4 needs ...").
+// `backend` names the backend in the refusals of what it declared ("cuda needs ...").
 KVQ_API Status check_write_args(const WriteArgs& args, const PageLayout& layout,
                                 const kvq_requirements& needs, std::string_view backend) noexcept;
 KVQ_API Status check_read_args(const ReadArgs& args, const PageLayout& layout,

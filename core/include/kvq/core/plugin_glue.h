@@ -1,5 +1,5 @@
 #pragma once
-// For backends that link kvq's own libraries (reference_cpu, cuda_nvfp4): the C arguments that
+// For backends that link kvq's own libraries (reference_cpu, cuda): the C arguments that
 // crossed the boundary as the host's C++ types, so such a backend is written against WriteArgs,
 // TensorView and Status, and the same class serves as a plugin or linked in. Out-of-tree plugins
 // need none of this (kvq/abi/plugin_cpp.h).

@@ -21,7 +21,7 @@ namespace kvq {
 struct BackendOptions {
   CacheSpec cache;
   std::optional<Device> device;  // where tensors live; nullopt = the backend's default
-                                 // (cuda_nvfp4: cuda:0). A backend refuses a device it cannot use.
+                                 // (cuda: cuda:0). A backend refuses a device it cannot use.
   int32_t threads = 0;           // CPU backends: worker threads, 0 = hardware concurrency
 };
 
