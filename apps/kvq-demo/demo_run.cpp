@@ -419,8 +419,9 @@ class DemoRun {
     r.device = cache_->device_name();
     r.format = cfg_.cache.format;
     r.order = cfg_.cache.layout.order;
-    r.k_scales = cfg_.cache.layout.k_scales;
-    r.v_scales = cfg_.cache.layout.v_scales;
+    const CacheSpec resolved = PageLayout::resolved(cfg_.cache);
+    r.k_scales = resolved.layout.k_scales;
+    r.v_scales = resolved.layout.v_scales;
     r.num_kv_heads = heads_;
     r.head_size = dim_;
     r.block_size = cfg_.cache.block_size;

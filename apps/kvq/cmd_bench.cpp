@@ -166,7 +166,7 @@ int run_bench(const BenchFlags& f) {
   info.config_file = f.config;
   info.backend = opened.backend.info().name;
   info.backend_version = opened.backend.info().version;
-  info.cache = opened.options.cache;
+  info.cache = PageLayout::resolved(opened.options.cache);
   info.device = runtime->device();
   info.device_name = runtime->device_name();
   info.settings = settings_for(request.cpu, f);

@@ -96,6 +96,57 @@ void check_scale(float value, const float* ptr, const char* name, const TensorVi
   if (on_host(needs) && !scale_usable(*ptr)) bad(scale_refusal(ptr_name, *ptr));
 }
 
+// A side's scales: per tensor (a host value or one device f32, check_scale) or per head
+// (fp8 pages: [num_kv_heads] f32 on the backend's device, the per-tensor scale left at 1). bf16
+// pages are not scaled.
+void check_side_scales(float value, const float* ptr, const TensorView& heads, const char* name,
+                       const PageLayout& layout, const TensorView& cache,
+                       const kvq_requirements& needs, std::string_view backend) {
+  const int32_t format = layout.descriptor().format;
+  const std::string heads_name = fmt::format("{}_head_scales", std::string_view(name).substr(0, 1));
+  if (format == KVQ_FORMAT_BF16) {
+    if (value != 1.0f || ptr != nullptr || heads.data != nullptr) {
+      bad(fmt::format("{}: bf16 pages are not scaled: expected {} = 1, no pointer and no {}", name,
+                      name, heads_name));
+    }
+    return;
+  }
+  if (heads.data == nullptr) {
+    check_scale(value, ptr, name, cache, needs);
+    return;
+  }
+  if (format != KVQ_FORMAT_FP8_E4M3 && format != KVQ_FORMAT_FP8_E5M2) {
+    bad(fmt::format("{}: per-head scales are for fp8 pages; this cache is {}", heads_name,
+                    layout.format()));
+  }
+  if ((needs.flags & KVQ_REQ_HEAD_SCALES) == 0) {
+    bad(fmt::format("{}: {} takes no per-head scales", heads_name, backend));
+  }
+  if (value != 1.0f || ptr != nullptr) {
+    bad(
+        fmt::format("{}: given with {} = {}{}: expected per-head scales alone ({} = 1, no "
+                    "pointer)",
+                    heads_name, name, value, ptr != nullptr ? " and a pointer" : "", name));
+  }
+  check_device(heads, heads_name.c_str(), needs);
+  check_ndim(heads, heads_name.c_str(), 1, "[num_kv_heads]");
+  check_size(heads, heads_name.c_str(), 0, layout.geometry().num_kv_heads, "num_kv_heads");
+  if (heads.dtype != DType::f32) {
+    bad(fmt::format("{}: dtype {}: expected f32", heads_name, dtype_name(heads.dtype)));
+  }
+  if (heads.shape[0] > 1 && heads.strides[0] != 1) {
+    bad(fmt::format("{}: stride(0) = {}: expected a contiguous tensor (stride 1)", heads_name,
+                    heads.strides[0]));
+  }
+  check_data(heads, heads_name.c_str());
+  check_disjoint(heads, heads_name.c_str(), cache, "cache");
+  if (!on_host(needs)) return;  // device values: checked by the kernel that reads them
+  for (int64_t h = 0; h < heads.shape[0]; ++h) {
+    const float s = heads.ptr<const float>()[h];
+    if (!scale_usable(s)) bad(scale_refusal(fmt::format("{}[{}]", heads_name, h), s));
+  }
+}
+
 void check_cache(const TensorView& cache, const PageLayout& layout, const kvq_requirements& needs) {
   check_device(cache, "cache", needs);
   check_ndim(cache, "cache", 2, "[num_blocks, page_bytes]");
@@ -232,8 +283,10 @@ Status check_write_args(const WriteArgs& a, const PageLayout& layout, const kvq_
     check_disjoint(a.value, "value", a.cache, "cache");
     check_disjoint(a.slot_mapping, "slot_mapping", a.cache, "cache");
     check_slot_values(a.slot_mapping, num_tokens, layout, /*unique=*/true);
-    check_scale(a.k_scale, a.k_scale_ptr, "k_scale", a.cache, needs);
-    check_scale(a.v_scale, a.v_scale_ptr, "v_scale", a.cache, needs);
+    check_side_scales(a.k_scale, a.k_scale_ptr, a.k_head_scales, "k_scale", layout, a.cache, needs,
+                      backend);
+    check_side_scales(a.v_scale, a.v_scale_ptr, a.v_head_scales, "v_scale", layout, a.cache, needs,
+                      backend);
   });
 }
 
@@ -262,8 +315,10 @@ Status check_read_args(const ReadArgs& a, const PageLayout& layout, const kvq_re
     }
     check_disjoint(a.key, "key", a.value, "value");
     check_slot_values(a.slot_mapping, num_tokens, layout, /*unique=*/false);
-    check_scale(a.k_scale, nullptr, "k_scale", a.cache, needs);
-    check_scale(a.v_scale, nullptr, "v_scale", a.cache, needs);
+    check_side_scales(a.k_scale, nullptr, a.k_head_scales, "k_scale", layout, a.cache, needs,
+                      backend);
+    check_side_scales(a.v_scale, nullptr, a.v_head_scales, "v_scale", layout, a.cache, needs,
+                      backend);
   });
 }
 

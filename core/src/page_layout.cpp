@@ -16,11 +16,18 @@ struct Word {
   const char* name;
   int32_t value;
 };
-// The formats whose codecs kvq has; page.h numbers further ones.
-constexpr Word kFormats[] = {{"nvfp4", KVQ_FORMAT_NVFP4}};
+// The formats whose codecs kvq has (kvq/layouts/), in the order `kvq backends` lists them.
+constexpr Word kFormats[] = {{"nvfp4", KVQ_FORMAT_NVFP4},
+                             {"fp8_e4m3", KVQ_FORMAT_FP8_E4M3},
+                             {"fp8_e5m2", KVQ_FORMAT_FP8_E5M2},
+                             {"bf16", KVQ_FORMAT_BF16}};
 constexpr Word kOrders[] = {{"HND", KVQ_ORDER_HND}, {"NHD", KVQ_ORDER_NHD}};
 constexpr Word kArrangements[] = {{"linear", KVQ_SCALES_LINEAR},
                                   {"sm100_swizzled", KVQ_SCALES_SM100_SWIZZLED}};
+
+// NVFP4's arrangements where the config names none: the SM100 trtllm-gen page.
+constexpr const char* kDefaultKScales = "linear";
+constexpr const char* kDefaultVScales = "sm100_swizzled";
 
 [[noreturn]] void refuse(const std::string& key, const std::string& message) {
   throw Error(ErrorCode::invalid_argument, message, key);
@@ -72,11 +79,30 @@ PageLayout PageLayout::from_spec(const CacheSpec& spec) {
   }
   const int32_t order = parse(kOrders, spec.layout.order, "cache.layout.order", "order");
   int32_t arrangements[2] = {KVQ_SCALES_NONE, KVQ_SCALES_NONE};
-  if (group != 0) {
-    arrangements[0] =
-        parse(kArrangements, spec.layout.k_scales, "cache.layout.k_scales", "scale arrangement");
-    arrangements[1] =
-        parse(kArrangements, spec.layout.v_scales, "cache.layout.v_scales", "scale arrangement");
+  const std::pair<const std::string&, const char*> words_given[2] = {
+      {spec.layout.k_scales, "k_scales"}, {spec.layout.v_scales, "v_scales"}};
+  for (int s = 0; s < 2; ++s) {
+    const auto& [word, field] = words_given[s];
+    const std::string key = std::string("cache.layout.") + field;
+    if (group == 0) {
+      if (!word.empty()) {
+        refuse(key, fmt::format("{} pages have no scale region: remove {} (found '{}')",
+                                spec.format, field, message_text(word)));
+      }
+      continue;
+    }
+    const std::string& chosen = !word.empty() ? word : s == 0 ? kDefaultKScales : kDefaultVScales;
+    arrangements[s] = parse(kArrangements, chosen, key, "scale arrangement");
+  }
+  if (format == KVQ_FORMAT_BF16) {
+    for (const auto& [scale, field] :
+         {std::pair{spec.k_scale, "k_scale"}, {spec.v_scale, "v_scale"}}) {
+      if (scale != 1.0f) {
+        refuse(std::string("cache.") + field,
+               fmt::format("bf16 pages are not scaled: expected {} 1 (or no key), found {}", field,
+                           scale));
+      }
+    }
   }
 
   kvq_page_desc desc{};
@@ -118,6 +144,14 @@ PageLayout PageLayout::from_spec(const CacheSpec& spec) {
       throw Error(ErrorCode::internal,
                   fmt::format("kvq_page_desc_init refused a checked spec (code {})", refusal));
   }
+}
+
+CacheSpec PageLayout::resolved(const CacheSpec& spec) {
+  const PageLayout layout = from_spec(spec);
+  CacheSpec out = spec;
+  out.layout.k_scales = kvq_scale_arrangement_name(layout.desc_.scales[0]);
+  out.layout.v_scales = kvq_scale_arrangement_name(layout.desc_.scales[1]);
+  return out;
 }
 
 std::string PageLayout::format() const {

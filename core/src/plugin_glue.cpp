@@ -1,7 +1,21 @@
 // The C arguments that crossed the boundary as the host's C++ types (plugin_glue.h).
 #include "kvq/core/plugin_glue.h"
 
+#include <cstddef>
+
 namespace kvq {
+
+namespace {
+
+// The per-head scales appended in ABI 2.1: present only where the caller's struct has them.
+template <class CArgs, class Args>
+void head_scales_from_abi(const CArgs& c, Args* a) {
+  if (c.struct_size < offsetof(CArgs, v_head_scales) + sizeof(c.v_head_scales)) return;
+  if (c.k_head_scales != nullptr) a->k_head_scales = from_dlpack(*c.k_head_scales);
+  if (c.v_head_scales != nullptr) a->v_head_scales = from_dlpack(*c.v_head_scales);
+}
+
+}  // namespace
 
 kvq_device to_abi(Device d) {
   return {d.is_cuda() ? static_cast<int32_t>(kDLCUDA) : static_cast<int32_t>(kDLCPU),
@@ -23,6 +37,7 @@ WriteArgs to_write_args(const kvq_write_args& c) {
   a.k_scale_ptr = c.k_scale_ptr;
   a.v_scale_ptr = c.v_scale_ptr;
   a.stream = c.stream;
+  head_scales_from_abi(c, &a);
   return a;
 }
 
@@ -35,6 +50,7 @@ ReadArgs to_read_args(const kvq_read_args& c) {
   a.k_scale = c.k_scale;
   a.v_scale = c.v_scale;
   a.stream = c.stream;
+  head_scales_from_abi(c, &a);
   return a;
 }
 

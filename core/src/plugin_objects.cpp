@@ -58,9 +58,19 @@ class PluginWriter final : public KVCacheWriter {
     if (Status s = check_write_args(a, layout_, needs_, plugin_->info.name); !s) return s;
     const DLTensor key = to_dlpack(a.key), value = to_dlpack(a.value);
     const DLTensor slots = to_dlpack(a.slot_mapping), cache = to_dlpack(a.cache);
-    const kvq_write_args args{
-        sizeof(kvq_write_args), &key,          &value,  &slots, &cache, a.k_scale, a.v_scale,
-        a.k_scale_ptr,          a.v_scale_ptr, a.stream};
+    const DLTensor k_heads = to_dlpack(a.k_head_scales), v_heads = to_dlpack(a.v_head_scales);
+    const kvq_write_args args{sizeof(kvq_write_args),
+                              &key,
+                              &value,
+                              &slots,
+                              &cache,
+                              a.k_scale,
+                              a.v_scale,
+                              a.k_scale_ptr,
+                              a.v_scale_ptr,
+                              a.stream,
+                              a.k_head_scales.data != nullptr ? &k_heads : nullptr,
+                              a.v_head_scales.data != nullptr ? &v_heads : nullptr};
     kvq_error err{};
     if (writer_->ops->write(writer_, &args, &err) != KVQ_OK) return to_status(err);
     return Status::ok();
@@ -99,8 +109,17 @@ class PluginReader final : public KVCacheReader {
     if (Status s = check_read_args(a, layout_, needs_, plugin_->info.name); !s) return s;
     const DLTensor cache = to_dlpack(a.cache), slots = to_dlpack(a.slot_mapping);
     const DLTensor key = to_dlpack(a.key), value = to_dlpack(a.value);
-    const kvq_read_args args{
-        sizeof(kvq_read_args), &cache, &slots, &key, &value, a.k_scale, a.v_scale, a.stream};
+    const DLTensor k_heads = to_dlpack(a.k_head_scales), v_heads = to_dlpack(a.v_head_scales);
+    const kvq_read_args args{sizeof(kvq_read_args),
+                             &cache,
+                             &slots,
+                             &key,
+                             &value,
+                             a.k_scale,
+                             a.v_scale,
+                             a.stream,
+                             a.k_head_scales.data != nullptr ? &k_heads : nullptr,
+                             a.v_head_scales.data != nullptr ? &v_heads : nullptr};
     kvq_error err{};
     if (reader_->ops->read(reader_, &args, &err) != KVQ_OK) return to_status(err);
     return Status::ok();

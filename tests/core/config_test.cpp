@@ -12,6 +12,8 @@
 #include <fstream>
 #include <string>
 
+#include "kvq/core/page_layout.h"
+
 namespace kvq {
 namespace {
 
@@ -75,8 +77,11 @@ TEST(Config, DefaultsForOptionalKeys) {
   EXPECT_EQ(c.device, "auto");
   EXPECT_EQ(c.threads, 0);
   EXPECT_EQ(c.cache.layout.order, "HND");
-  EXPECT_EQ(c.cache.layout.k_scales, "linear");
-  EXPECT_EQ(c.cache.layout.v_scales, "sm100_swizzled");
+  EXPECT_EQ(c.cache.layout.k_scales, "");  // not given: the format's default ...
+  EXPECT_EQ(c.cache.layout.v_scales, "");
+  const CacheSpec resolved = PageLayout::resolved(c.cache);  // ... which the layout names
+  EXPECT_EQ(resolved.layout.k_scales, "linear");
+  EXPECT_EQ(resolved.layout.v_scales, "sm100_swizzled");
   EXPECT_EQ(c.cache.k_scale, 1.0f);
   EXPECT_FALSE(c.demo.has_value());
 }

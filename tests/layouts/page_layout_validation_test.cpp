@@ -6,6 +6,7 @@
 #include <cmath>
 #include <limits>
 #include <string>
+#include <utility>
 
 #include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
@@ -143,8 +144,9 @@ TEST(PageLayoutValidation, UnknownWordsListTheKnownOnes) {
   expect_refused(s, "cache.layout.order", "unknown order 'HDN': expected one of HND, NHD");
   s = base();
   s.format = "fp8";
-  expect_refused(s, "cache.format", "unknown cache format 'fp8': expected one of nvfp4");
-  EXPECT_EQ(known_formats(), std::vector<std::string>{"nvfp4"});
+  expect_refused(s, "cache.format",
+                 "unknown cache format 'fp8': expected one of nvfp4, fp8_e4m3, fp8_e5m2, bf16");
+  EXPECT_EQ(known_formats(), (std::vector<std::string>{"nvfp4", "fp8_e4m3", "fp8_e5m2", "bf16"}));
 }
 
 TEST(PageLayoutValidation, SizesMustBePositive) {
@@ -182,6 +184,49 @@ TEST(PageLayoutValidation, CachesBeyond64BitOffsetsAreRefused) {
   expect_refused(s, "cache.block_size",
                  "one page of block_size 4194304 x num_kv_heads 8 x head_size 128 needs 2^32 "
                  "bytes or more (pages use 32-bit offsets)");
+}
+
+}  // namespace
+}  // namespace kvq
+
+namespace kvq {
+namespace {
+
+// Formats without a scale region: their pages and what they refuse.
+TEST(PageLayoutValidation, ElementFormatsHaveNoScaleRegion) {
+  for (const auto& [format, bytes] :
+       {std::pair{"fp8_e4m3", 1}, std::pair{"fp8_e5m2", 1}, std::pair{"bf16", 2}}) {
+    CacheSpec s = base();
+    s.format = format;
+    s.layout = {"NHD", "", ""};
+    s.head_size = 72;  // no group rule without groups
+    const auto layout = make_layout(s);
+    EXPECT_EQ(layout->page_bytes(), 2u * 16 * 8 * 72 * bytes) << format;
+    EXPECT_FALSE(layout->has_scales());
+    EXPECT_EQ(PageLayout::resolved(s).layout.k_scales, "none");
+
+    s.layout.k_scales = "linear";
+    expect_refused(
+        s, "cache.layout.k_scales",
+        std::string(format) + " pages have no scale region: remove k_scales (found 'linear')");
+    s.layout = {"HND", "", "sm100_swizzled"};
+    expect_refused(s, "cache.layout.v_scales",
+                   std::string(format) +
+                       " pages have no scale region: remove v_scales (found 'sm100_swizzled')");
+  }
+}
+
+TEST(PageLayoutValidation, Bf16PagesAreNotScaled) {
+  CacheSpec s = base();
+  s.format = "bf16";
+  s.layout = {"HND", "", ""};
+  s.v_scale = 0.5f;
+  expect_refused(s, "cache.v_scale",
+                 "bf16 pages are not scaled: expected v_scale 1 (or no key), found 0.5");
+  s.v_scale = 1.0f;
+  s.format = "fp8_e4m3";
+  s.k_scale = 0.5f;
+  EXPECT_NO_THROW((void)make_layout(s));
 }
 
 }  // namespace

@@ -27,7 +27,7 @@ TEST(ReferenceCpuPlugin, IsFoundAvailableWithScore10) {
   EXPECT_EQ(info.name, "reference_cpu");
   EXPECT_TRUE(info.available) << info.reason;
   EXPECT_EQ(info.score, 10);
-  EXPECT_EQ(info.formats, "nvfp4");
+  EXPECT_EQ(info.formats, "nvfp4,fp8_e4m3,fp8_e5m2,bf16");
   EXPECT_EQ(info.layouts, "HND,NHD x linear,sm100_swizzled");
   EXPECT_NE(info.reason.find("host memory"), std::string::npos) << info.reason;
 }

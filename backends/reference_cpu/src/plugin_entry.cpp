@@ -43,17 +43,6 @@ class Reader {
   reference_cpu::ReferenceReader impl_;
 };
 
-// nvfp4 only: the one format with a codec today.
-Status check_format(const kvq_backend_options& o) {
-  if (o.page->format != KVQ_FORMAT_NVFP4) {
-    return {
-        ErrorCode::invalid_argument,
-        fmt::format("reference_cpu writes nvfp4 pages, not {}", kvq_format_name(o.page->format)),
-        "cache.format"};
-  }
-  return Status::ok();
-}
-
 int32_t init(const kvq_host* host, kvq_error* err) {
   return abi::keep_host(host, err);
 }
@@ -71,7 +60,6 @@ int32_t probe(kvq_probe* out, kvq_error* err) {
 int32_t create_writer(const kvq_backend_options* o, kvq_writer** out, kvq_error* err) {
   return abi::guard(err, [&] {
     return catch_as_status([&] {
-      throw_if_error(check_format(*o));
       const int threads = reference_cpu::check_backend_options(requested_device(*o), o->threads);
       *out = abi::new_writer<Writer>(options_layout(*o), threads);
     });
@@ -81,7 +69,6 @@ int32_t create_writer(const kvq_backend_options* o, kvq_writer** out, kvq_error*
 int32_t create_reader(const kvq_backend_options* o, kvq_reader** out, kvq_error* err) {
   return abi::guard(err, [&] {
     return catch_as_status([&] {
-      throw_if_error(check_format(*o));
       const int threads = reference_cpu::check_backend_options(requested_device(*o), o->threads);
       *out = abi::new_reader<Reader>(options_layout(*o), threads);
     });
@@ -94,7 +81,7 @@ const kvq_plugin* entry() {
       sizeof(kvq_plugin),
       "reference_cpu",
       KVQ_VERSION_STRING,
-      "nvfp4",
+      "nvfp4,fp8_e4m3,fp8_e5m2,bf16",
       "HND,NHD x linear,sm100_swizzled",
       "bf16,f16,f32",
       &init,

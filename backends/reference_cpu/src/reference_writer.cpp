@@ -1,14 +1,17 @@
-// The write: check everything (kvq/core/contract.h), then quantize every token's K and V rows
-// group by group (nvfp4_quantize_group, steps 1..6 of the format) into the bytes the layout's
-// descriptor places.
+// The write: check everything (kvq/core/contract.h), then encode every token's K and V rows into
+// the bytes the layout's descriptor places: nvfp4 group by group (nvfp4_quantize_group, steps
+// 1..6 of the format), fp8 and bf16 element by element (ElementCodec).
 #include "kvq/reference_cpu/reference_writer.h"
 
+#include <array>
 #include <cstring>
+#include <vector>
 
 #include "backend_options.h"
 #include "element_load.h"
 #include "kvq/core/contract.h"
 #include "kvq/core/slot_mapping.h"
+#include "kvq/layouts/element_quantize.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "parallel_for.h"
 
@@ -24,7 +27,8 @@ struct WriteJob {
   int64_t strides[2][3];    // in elements
   TensorView slot_mapping;  // [T]
   uint8_t* cache;           // [num_blocks, page_bytes]
-  float global_scale[2];    // 1 / k_scale, 1 / v_scale
+  float global_scale[2];    // nvfp4: 1 / k_scale, 1 / v_scale
+  const float* scale[2];    // per-element formats: [num_kv_heads] K and V scales
 };
 
 template <DType T>
@@ -57,7 +61,58 @@ void write_tokens(const WriteJob& job, int64_t begin, int64_t end) {
   }
 }
 
+template <DType T, int Format>
+void write_elements(const WriteJob& job, int64_t begin, int64_t end) {
+  using Codec = ElementCodec<Format>;
+  using Code = typename Codec::Code;
+  const kvq_page_desc& d = *job.desc;
+  constexpr int64_t elem = dtype_size(T);
+  for (int64_t i = begin; i < end; ++i) {
+    const int64_t slot = slot_at(job.slot_mapping, i);
+    if (slot < 0) continue;  // padding
+    uint8_t* page = job.cache + static_cast<uint64_t>(slot / d.block_size) * d.page_bytes;
+    const auto t = static_cast<uint32_t>(slot % d.block_size);
+    for (int side = 0; side < 2; ++side) {
+      const int64_t* st = job.strides[side];
+      for (uint32_t h = 0; h < d.num_kv_heads; ++h) {
+        const uint8_t* row = job.rows[side] + (i * st[0] + h * st[1]) * elem;
+        uint8_t* out = page + kvq_data_offset(&d.side[side], t, h);
+        const float scale = job.scale[side][h];
+        for (int64_t e = 0; e < d.head_size; ++e) {
+          const Code q = Codec::encode(load_element<T>(row, e * st[2]), scale);
+          std::memcpy(out + e * static_cast<int64_t>(sizeof(Code)), &q, sizeof(Code));
+        }
+      }
+    }
+  }
+}
+
+template <DType T>
+void write_rows(const WriteJob& job, int64_t begin, int64_t end) {
+  switch (job.desc->format) {
+    case KVQ_FORMAT_FP8_E4M3: write_elements<T, KVQ_FORMAT_FP8_E4M3>(job, begin, end); break;
+    case KVQ_FORMAT_FP8_E5M2: write_elements<T, KVQ_FORMAT_FP8_E5M2>(job, begin, end); break;
+    case KVQ_FORMAT_BF16: write_elements<T, KVQ_FORMAT_BF16>(job, begin, end); break;
+    default: write_tokens<T>(job, begin, end); break;  // nvfp4, the one grouped format
+  }
+}
+
 }  // namespace
+
+std::array<std::vector<float>, 2> side_scales(const PageLayout& layout, float k_scale,
+                                              float v_scale, const TensorView& k_heads,
+                                              const TensorView& v_heads) {
+  const auto heads = static_cast<size_t>(layout.geometry().num_kv_heads);
+  std::array<std::vector<float>, 2> out{std::vector<float>(heads, k_scale),
+                                        std::vector<float>(heads, v_scale)};
+  const TensorView* given[2] = {&k_heads, &v_heads};
+  for (size_t side = 0; side < 2; ++side) {
+    if (given[side]->data == nullptr) continue;
+    const float* p = given[side]->ptr<const float>();  // contiguous [num_kv_heads] (contract)
+    out[side].assign(p, p + heads);
+  }
+  return out;
+}
 
 const kvq_requirements& requirements() {
   static const kvq_requirements needs{
@@ -66,7 +121,7 @@ const kvq_requirements& requirements() {
       (1u << static_cast<uint32_t>(DType::bf16)) | (1u << static_cast<uint32_t>(DType::f16)) |
           (1u << static_cast<uint32_t>(DType::f32)),
       1,
-      0,
+      KVQ_REQ_HEAD_SCALES,
   };
   return needs;
 }
@@ -102,15 +157,19 @@ Status ReferenceWriter::write_checked(const WriteArgs& args) noexcept {
     job.cache = static_cast<uint8_t*>(args.cache.data);
     job.global_scale[0] = nvfp4_global_scale(k_scale);
     job.global_scale[1] = nvfp4_global_scale(v_scale);
+    const auto scales =
+        side_scales(layout_, k_scale, v_scale, args.k_head_scales, args.v_head_scales);
+    job.scale[0] = scales[0].data();
+    job.scale[1] = scales[1].data();
 
     auto run = [&](auto write_range) {
       parallel_for(num_tokens, threads_, kMinTokensPerThread,
                    [&](int64_t begin, int64_t end) { write_range(job, begin, end); });
     };
     switch (args.key.dtype) {
-      case DType::bf16: run(write_tokens<DType::bf16>); break;
-      case DType::f16: run(write_tokens<DType::f16>); break;
-      default: run(write_tokens<DType::f32>); break;  // the contract allowed nothing else
+      case DType::bf16: run(write_rows<DType::bf16>); break;
+      case DType::f16: run(write_rows<DType::f16>); break;
+      default: run(write_rows<DType::f32>); break;  // the contract allowed nothing else
     }
   });
 }

@@ -110,7 +110,8 @@ enum kvq_requirement_flags {
   KVQ_REQ_DEVICE_SLOTS = 1u << 2,        /* slot values live on a device: the host cannot read
                                             them; out-of-range slots are skipped and counted
                                             (take_out_of_range_slots), repeats not refused */
-  KVQ_REQ_DEVICE_SCALES = 1u << 3        /* accepts k_scale_ptr / v_scale_ptr on its device */
+  KVQ_REQ_DEVICE_SCALES = 1u << 3,       /* accepts k_scale_ptr / v_scale_ptr on its device */
+  KVQ_REQ_HEAD_SCALES = 1u << 4          /* accepts k_head_scales / v_head_scales (fp8 pages) */
 };
 
 typedef struct kvq_requirements {
@@ -132,6 +133,11 @@ typedef struct kvq_write_args {
   const float* k_scale_ptr; /* or one f32 each on the writer's device (KVQ_REQ_DEVICE_SCALES) */
   const float* v_scale_ptr;
   void* stream; /* cudaStream_t for CUDA backends (NULL: the legacy default stream) */
+  /* Appended in ABI 2.1; read only by a backend declaring KVQ_REQ_HEAD_SCALES (the host passes
+   * NULL to others). Per-head dequantization scales [num_kv_heads] f32 on the writer's device,
+   * used instead of k_scale / v_scale (which are then 1 and NULL); fp8 pages only. */
+  const DLTensor* k_head_scales;
+  const DLTensor* v_head_scales;
 } kvq_write_args;
 
 typedef struct kvq_read_args {
@@ -143,6 +149,8 @@ typedef struct kvq_read_args {
   float k_scale;
   float v_scale;
   void* stream;
+  const DLTensor* k_head_scales; /* as kvq_write_args's (ABI 2.1) */
+  const DLTensor* v_head_scales;
 } kvq_read_args;
 
 /* Every function below is called with the host's contract already checked: the plugin checks

@@ -29,8 +29,11 @@ struct WriteArgs {
   const float* k_scale_ptr = nullptr;  // ... or, when set, one f32 each on the writer's device
   const float* v_scale_ptr = nullptr;  //     (read by the kernel: a write can sit in a CUDA graph;
                                        //     one breaking the rule: see take_out_of_range_slots)
-  void* stream = nullptr;  // cudaStream_t for CUDA backends (null: the device's legacy default
-                           // stream); ignored by CPU backends
+  void* stream = nullptr;    // cudaStream_t for CUDA backends (null: the device's legacy default
+                             // stream); ignored by CPU backends
+  TensorView k_head_scales;  // fp8 pages: [num_kv_heads] f32 on the writer's device, one scale per
+  TensorView v_head_scales;  // head instead of k_scale / v_scale (then 1, no pointer); data null:
+                             // none. Scale rule as for k_scale, checked where the values live.
 };
 
 // Every backend's writers and readers follow these rules (kvq's own plugins and tests hold them):
@@ -62,7 +65,7 @@ class KVQ_API KVCacheWriter {
   // returns invalid_argument saying how many tokens were not written and the last bad value
   // (*count is still set).
   // A GPU backend may wait on each stream a write used since the last call, or on the whole
-  // device (cuda_nvfp4 does once any write has been captured into a CUDA graph): take before
+  // device (cuda does once any write has been captured into a CUDA graph): take before
   // destroying such a stream (a destroyed CUDA stream's handle may not be passed to CUDA again).
   virtual Status take_out_of_range_slots(int64_t* count) noexcept = 0;
 };
@@ -74,7 +77,9 @@ struct ReadArgs {
   TensorView value;         //   own memory, apart from value, the cache and the slots
   float k_scale = 1.0f;
   float v_scale = 1.0f;
-  void* stream = nullptr;  // as WriteArgs::stream
+  void* stream = nullptr;    // as WriteArgs::stream
+  TensorView k_head_scales;  // as WriteArgs's
+  TensorView v_head_scales;
 };
 
 // Dequantizes the K and V rows of the given slots back to f32.

@@ -38,9 +38,13 @@ class KVQ_API PageLayout {
 
   // Validates the spec's format, geometry and layout words and builds the layout. Throws
   // kvq::Error (invalid_argument) whose key() names the config key at fault ("cache.head_size",
-  // "cache.layout.v_scales"), so the config layer can point at FILE:LINE:COL. The scales are not
-  // looked at (they are per write).
+  // "cache.layout.v_scales"), so the config layer can point at FILE:LINE:COL. The scales are
+  // per write; from_spec checks only that a bf16 spec leaves them at 1.
   static PageLayout from_spec(const CacheSpec& spec);
+
+  // The spec with the words from_spec chose: the format's default scale arrangements where the
+  // spec names none, "none" for a format without scales (for reports and JSON).
+  static CacheSpec resolved(const CacheSpec& spec);
 
   const kvq_page_desc& descriptor() const { return desc_; }
   std::string format() const;  // "nvfp4"

@@ -8,14 +8,24 @@
 // Slots: negative = padding (skipped); >= num_blocks * block_size is an error (out_of_range); the
 // same slot twice in one write is an error too (which token should win is undefined on a GPU,
 // and a definition in code must not leave it to thread timing).
+#include <array>
+#include <vector>
+
 #include "kvq/abi/plugin.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/registry.h"
 
 namespace kvq::reference_cpu {
 
-// What reference_cpu needs beyond the contract: host memory, any strides, bf16 | f16 | f32.
+// What reference_cpu needs beyond the contract: host memory, any strides, bf16 | f16 | f32; it
+// takes per-head scales.
 const kvq_requirements& requirements();
+
+// Each side's scale per head ([2][num_kv_heads]): the per-head tensors where given (host f32,
+// checked by the contract), else the side's one scale.
+std::array<std::vector<float>, 2> side_scales(const PageLayout& layout, float k_scale,
+                                              float v_scale, const TensorView& k_heads,
+                                              const TensorView& v_heads);
 
 class ReferenceWriter final : public KVCacheWriter {
  public:
