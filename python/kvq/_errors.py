@@ -72,4 +72,7 @@ def raise_for(code: int, message: str, key: str = "") -> NoReturn:
     # One argument only: OSError reads two as (errno, strerror).
     error = _BY_CODE.get(code, InternalError)(message)
     error.key = key
-    raise error
+    try:
+        raise error
+    finally:
+        del error  # no frame -> exception -> traceback -> frame cycle left for the GC
