@@ -14,7 +14,8 @@ packages=(
   nlohmann-json3-dev      # safetensors headers, JSON output
   libdlpack-dev           # DLTensor interchange
   python3 python3-matplotlib  # `kvq bench --plot`
-  python3-numpy           # examples/make_kv.py
+  python3-numpy           # examples/make_kv.py, the Python package's tests
+  python3-venv python3-pip python3-pytest  # the Python package: its venv, wheel and tests
   clang-format
   clang                   # tests build the example plugin with another compiler
 )
