@@ -10,8 +10,8 @@
 #include <string>
 #include <vector>
 
-#include "kvq/core/config.h"
 #include "kvq/core/page_layout.h"
+#include "kvq/io/config.h"
 
 namespace kvq::app {
 

@@ -21,7 +21,7 @@
 #include "interrupt.h"
 #include "kv_generator.h"
 #include "kvq/core/logging.h"
-#include "kvq/core/open_backend.h"
+#include "kvq/io/open_backend.h"
 #include "kvq/layouts/layout_factory.h"
 #include "progress.h"
 #include "sequence_scheduler.h"

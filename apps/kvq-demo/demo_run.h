@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "kvq/core/config.h"
+#include "kvq/io/config.h"
 #include "report.h"
 
 namespace kvq::demo {

@@ -11,7 +11,7 @@
 #include "default_config.h"
 #include "demo_run.h"
 #include "interrupt.h"
-#include "kvq/core/file_io.h"
+#include "kvq/io/file_io.h"
 #include "report.h"
 #include "tensor_parallel.h"
 

@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "block_allocator.h"
-#include "kvq/core/config.h"
+#include "kvq/io/config.h"
 
 namespace kvq::demo {
 

@@ -7,10 +7,10 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kvq/core/config.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
+#include "kvq/io/config.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::app {

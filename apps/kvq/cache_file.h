@@ -14,7 +14,7 @@
 #include <vector>
 
 #include "kvq/core/page_layout.h"
-#include "kvq/core/safetensors.h"
+#include "kvq/io/safetensors.h"
 
 namespace kvq::app {
 

@@ -1,6 +1,6 @@
 // Config parsing: good files parse into the right structs; every malformed input is refused
 // with a message that names the key and the right FILE:LINE:COL.
-#include "kvq/core/config.h"
+#include "kvq/io/config.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>

@@ -1,4 +1,4 @@
-#include "kvq/core/config.h"
+#include "kvq/io/config.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>

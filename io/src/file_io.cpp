@@ -1,4 +1,4 @@
-#include "kvq/core/file_io.h"
+#include "kvq/io/file_io.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
