@@ -14,11 +14,11 @@
 #include <vector>
 
 #include "backend_call.h"
-#include "cache_file.h"
 #include "commands.h"
 #include "float_rows.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/slot_mapping.h"
+#include "kvq/io/cache_file.h"
 #include "kvq/io/file_io.h"
 #include "kvq/io/open_backend.h"
 #include "kvq/io/safetensors.h"
