@@ -1,5 +1,5 @@
-# `cmake --install` -> find_package(kvq) with namespaced targets kvq::core, kvq::layouts and the
-# kvq_add_backend() helper, so an out-of-tree plugin builds exactly like an in-tree one.
+# `cmake --install` -> find_package(kvq) with namespaced targets kvq::core, kvq::io, kvq::layouts
+# and the kvq_add_backend() helper, so an out-of-tree plugin builds exactly like an in-tree one.
 include(CMakePackageConfigHelpers)
 install(EXPORT kvqTargets NAMESPACE kvq:: DESTINATION ${CMAKE_INSTALL_LIBDIR}/cmake/kvq)
 configure_package_config_file(${PROJECT_SOURCE_DIR}/cmake/kvqConfig.cmake.in

@@ -27,6 +27,14 @@ int exit_status_for(ErrorCode code) {
   }
 }
 
+// The sections every program reads besides Config's own keys: kvq-demo's.
+std::vector<ConfigSectionReader> program_sections(std::optional<demo::DemoSpec>* demo) {
+  return {{demo::kDemoSection, [demo](const ConfigSection& section) {
+             demo::DemoSpec spec = demo::parse_demo_section(section);
+             if (demo) *demo = spec;
+           }}};
+}
+
 CheckedConfig check_layout(Config cfg) {
   std::unique_ptr<PageLayout> layout;
   try {
@@ -110,7 +118,8 @@ int run_main(CLI::App& app, const Runner& runner, int argc, char** argv) {
   return checked_stdout(app.get_name(), status);
 }
 
-CheckedConfig load_checked_config(const std::filesystem::path& file) {
+CheckedConfig load_checked_config(const std::filesystem::path& file,
+                                  std::optional<demo::DemoSpec>* demo) {
   // The non-throwing form: a name too long, a loop of links or a folder without search
   // permission is load_config's to name (exit 2), not an "internal error".
   std::error_code ec;
@@ -118,11 +127,12 @@ CheckedConfig load_checked_config(const std::filesystem::path& file) {
   if (status.type() == std::filesystem::file_type::not_found) {
     throw Error(ErrorCode::not_found, message_text(file.string(), 4096) + ": no such config file");
   }
-  return check_layout(load_config(file));
+  return check_layout(load_config(file, program_sections(demo)));
 }
 
-CheckedConfig parse_checked_config(std::string_view yaml, const std::string& source) {
-  return check_layout(parse_config(yaml, source));
+CheckedConfig parse_checked_config(std::string_view yaml, const std::string& source,
+                                   std::optional<demo::DemoSpec>* demo) {
+  return check_layout(parse_config(yaml, source, program_sections(demo)));
 }
 
 std::shared_ptr<CommonFlags> add_common_flags(CLI::App& app, const std::string& extra_footer) {

@@ -7,11 +7,13 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
-#include "kvq/core/config.h"
+#include "demo_spec.h"
 #include "kvq/core/page_layout.h"
+#include "kvq/io/config.h"
 
 namespace kvq::app {
 
@@ -31,10 +33,14 @@ struct CheckedConfig {
   std::unique_ptr<PageLayout> layout;
 };
 
-// load_config + the layout's geometry/format checks, all reported as FILE:LINE:COL.
-CheckedConfig load_checked_config(const std::filesystem::path& file);
+// load_config + the layout's geometry/format checks, all reported as FILE:LINE:COL. Every program
+// reads and checks kvq-demo's `demo:` section too (demo_spec.h), so that a config written for the
+// demo is a config for `kvq check` and every command; `demo`, when given, receives it.
+CheckedConfig load_checked_config(const std::filesystem::path& file,
+                                  std::optional<demo::DemoSpec>* demo = nullptr);
 // The same for a config given as text (kvq-demo's embedded default).
-CheckedConfig parse_checked_config(std::string_view yaml, const std::string& source);
+CheckedConfig parse_checked_config(std::string_view yaml, const std::string& source,
+                                   std::optional<demo::DemoSpec>* demo = nullptr);
 
 // The options every kvq program and subcommand takes, one convention for `kvq` and `kvq-demo`:
 //   --plugin-path DIR  (repeatable) searched for backend plugins first, before the config's

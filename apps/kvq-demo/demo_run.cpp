@@ -21,7 +21,7 @@
 #include "interrupt.h"
 #include "kv_generator.h"
 #include "kvq/core/logging.h"
-#include "kvq/core/open_backend.h"
+#include "kvq/io/open_backend.h"
 #include "kvq/layouts/layout_factory.h"
 #include "progress.h"
 #include "sequence_scheduler.h"
@@ -32,11 +32,11 @@
 namespace kvq::demo {
 
 DemoSpec demo_spec(const Config& cfg, const RunOptions& options) {
-  DemoSpec spec = cfg.demo.value_or(DemoSpec{});
+  DemoSpec spec = options.section.value_or(DemoSpec{});
   if (options.seed) spec.seed = *options.seed;
   // A demo section was checked against the cache with the config; the default workload is here.
   if (const std::string problem = demo_fit_problem(spec, cfg.cache); !problem.empty()) {
-    cfg.fail_at(cfg.demo ? "demo.prompt_tokens" : "cache.num_blocks", problem);
+    cfg.fail_at(options.section ? "demo.prompt_tokens" : "cache.num_blocks", problem);
   }
   return spec;
 }

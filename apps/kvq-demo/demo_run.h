@@ -8,7 +8,8 @@
 #include <string>
 #include <vector>
 
-#include "kvq/core/config.h"
+#include "demo_spec.h"
+#include "kvq/io/config.h"
 #include "report.h"
 
 namespace kvq::demo {
@@ -21,11 +22,12 @@ struct RunOptions {
   int64_t tensor_parallel = 1;         // --tensor-parallel: KV-head shards, one writer each
   std::vector<Device> devices;         // --devices: one per shard; empty = counted up (see below)
   bool timeline = false;               // --timeline: per-shard write timestamps in the result
+  std::optional<DemoSpec> section;     // the config's demo: section, when it has one
 };
 
-// The demo section in effect: the config's, or DemoSpec's defaults when it has none; with
-// options.seed applied. Throws ConfigError (at demo.prompt_tokens, or cache.num_blocks when the
-// config has no demo section) when the longest sequence the section allows does not fit in the
+// The demo section in effect: options.section, or DemoSpec's defaults when the config has none;
+// with options.seed applied. Throws ConfigError (at demo.prompt_tokens, or cache.num_blocks when
+// the config has no demo section) when the longest sequence the section allows does not fit in the
 // cache.
 DemoSpec demo_spec(const Config& cfg, const RunOptions& options);
 

@@ -6,8 +6,8 @@
 #include <csignal>
 #include <cstring>
 
-#include "kvq/core/file_io.h"
 #include "kvq/core/status.h"
+#include "kvq/io/file_io.h"
 
 namespace kvq::demo {
 

@@ -11,7 +11,7 @@
 #include "default_config.h"
 #include "demo_run.h"
 #include "interrupt.h"
-#include "kvq/core/file_io.h"
+#include "kvq/io/file_io.h"
 #include "report.h"
 #include "tensor_parallel.h"
 
@@ -107,13 +107,14 @@ int main(int argc, char** argv) {
       check_writable(json_path, "--json");
     }
     try {
+      demo::RunOptions options;
       Config cfg =
           (config_path.empty() ? app::parse_checked_config(demo::kDefaultConfig,
-                                                           std::string(demo::kDefaultConfigSource))
-                               : app::load_checked_config(config_path))
+                                                           std::string(demo::kDefaultConfigSource),
+                                                           &options.section)
+                               : app::load_checked_config(config_path, &options.section))
               .config;
       app::apply_logging(cfg, *common);
-      demo::RunOptions options;
       if (backend_opt->count()) options.backend = backend;
       if (seed_opt->count()) options.seed = parse_seed(seed_word);
       options.verify = verify;

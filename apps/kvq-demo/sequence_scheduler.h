@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "block_allocator.h"
-#include "kvq/core/config.h"
+#include "demo_spec.h"
 
 namespace kvq::demo {
 

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "device_buffer.h"
+#include "kvq/core/device_buffer.h"
 #include "kvq/core/registry.h"
 
 namespace kvq::demo {

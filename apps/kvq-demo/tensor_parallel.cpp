@@ -7,8 +7,8 @@
 #include <ranges>
 #include <string>
 
-#include "kvq/core/config.h"
 #include "kvq/core/status.h"
+#include "kvq/io/config.h"
 
 namespace kvq::demo {
 

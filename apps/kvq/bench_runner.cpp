@@ -14,28 +14,15 @@
 namespace kvq::app::bench {
 namespace {
 
-// Memory on the runtime's device, released with the scope.
-class DeviceBuffer {
- public:
-  DeviceBuffer(DeviceRuntime& runtime, uint64_t bytes, const char* what) : runtime_(&runtime) {
-    if (Status s = runtime.allocate(bytes, &ptr_); !s) {
-      throw Error(s.code(), std::string("allocating ") + what + " (" + std::to_string(bytes) +
-                                " bytes): " + s.message());
-    }
-  }
-  ~DeviceBuffer() { reset(); }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  void reset() {
-    if (ptr_) (void)runtime_->release(ptr_);
-    ptr_ = nullptr;
-  }
-  unsigned char* bytes() const { return static_cast<unsigned char*>(ptr_); }
+// The runtime as a DeviceBuffer holds it, not owned: a Target's runtime outlives its runner.
+std::shared_ptr<DeviceRuntime> unowned(DeviceRuntime& runtime) {
+  return {std::shared_ptr<void>(), &runtime};
+}
 
- private:
-  DeviceRuntime* runtime_;
-  void* ptr_ = nullptr;
-};
+// A buffer's first byte, for the offsets of its sets.
+unsigned char* bytes_of(const DeviceBuffer& buffer) {
+  return static_cast<unsigned char*>(buffer.data());
+}
 
 // Copies `one` (one set's bytes) into each of `sets` consecutive sets at `dst`, through a host
 // staging buffer of at most 64 MiB so that tiny sets cost few copies.
@@ -114,15 +101,12 @@ CaseRunner::CaseRunner(Target target, Settings settings)
   if (!target_.runtime || !target_.make_writer) {
     throw Error(ErrorCode::internal, "bench: a target needs a runtime and a writer factory");
   }
-  throw_if_error(target_.runtime->allocate(settings_.rotation_bytes, &scrub_));
-}
-
-CaseRunner::~CaseRunner() {
-  if (scrub_) (void)target_.runtime->release(scrub_);
+  scrub_ =
+      DeviceBuffer(unowned(*target_.runtime), settings_.rotation_bytes, "the cache scrub buffer");
 }
 
 void CaseRunner::scrub_caches() {
-  throw_if_error(target_.runtime->fill(scrub_, 0x3C, settings_.rotation_bytes));
+  throw_if_error(target_.runtime->fill(scrub_.data(), 0x3C, settings_.rotation_bytes));
   throw_if_error(target_.runtime->synchronize());
 }
 
@@ -229,26 +213,26 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
                                 settings_.rotation_bytes, settings_.max_sets);
 
   // One set's contents on the host, replicated into every set on the device.
-  DeviceBuffer slots(rt, slot_set_bytes * sets, "slot mappings");
-  DeviceBuffer caches(rt, cache_set_bytes * sets, "caches");
-  upload_replicated(rt, slots.bytes(), plan.slots.data(), slot_set_bytes, sets);
+  DeviceBuffer slots(unowned(rt), slot_set_bytes * sets, "slot mappings");
+  DeviceBuffer caches(unowned(rt), cache_set_bytes * sets, "caches");
+  upload_replicated(rt, bytes_of(slots), plan.slots.data(), slot_set_bytes, sets);
   {
     std::vector<uint8_t> page_bytes(cache_set_bytes);
     fill_random_page_bytes(page_bytes.data(), page_bytes.size(), seed + 3);
-    upload_replicated(rt, caches.bytes(), page_bytes.data(), cache_set_bytes, sets);
+    upload_replicated(rt, bytes_of(caches), page_bytes.data(), cache_set_bytes, sets);
   }
   const bool graph_allowed = T <= settings_.graph_max_tokens;
 
   {
-    DeviceBuffer keys(rt, row_set_bytes * sets, query_heads ? "fused QKV rows" : "keys");
+    DeviceBuffer keys(unowned(rt), row_set_bytes * sets, query_heads ? "fused QKV rows" : "keys");
     std::optional<DeviceBuffer> values;
-    if (!query_heads) values.emplace(rt, row_set_bytes * sets, "values");
+    if (!query_heads) values.emplace(unowned(rt), row_set_bytes * sets, "values");
     std::vector<uint16_t> host(input_elements);
     fill_random_bf16(host.data(), host.size(), seed + 1);
-    upload_replicated(rt, keys.bytes(), host.data(), row_set_bytes, sets);
+    upload_replicated(rt, bytes_of(keys), host.data(), row_set_bytes, sets);
     if (values) {
       fill_random_bf16(host.data(), host.size(), seed + 2);
-      upload_replicated(rt, values->bytes(), host.data(), row_set_bytes, sets);
+      upload_replicated(rt, bytes_of(*values), host.data(), row_set_bytes, sets);
     }
     host = {};
 
@@ -261,14 +245,14 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
     w.args.cache = view(DType::u8, {plan.num_blocks, static_cast<int64_t>(r.page_bytes)}, device);
     w.args.k_scale = options.cache.k_scale;
     w.args.v_scale = options.cache.v_scale;
-    w.keys = keys.bytes();
-    w.values = values ? values->bytes() : keys.bytes();
+    w.keys = bytes_of(keys);
+    w.values = values ? bytes_of(*values) : bytes_of(keys);
     if (query_heads) {  // K's heads after the query heads, V's after K's
       w.keys += static_cast<uint64_t>(*query_heads * D) * 2;
       w.values += static_cast<uint64_t>((*query_heads + H) * D) * 2;
     }
-    w.slots = slots.bytes();
-    w.caches = caches.bytes();
+    w.slots = bytes_of(slots);
+    w.caches = bytes_of(caches);
     w.kv_set_bytes = row_set_bytes;
     w.slot_set_bytes = slot_set_bytes;
     w.cache_set_bytes = cache_set_bytes;
@@ -291,8 +275,8 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   const int64_t read_sets =
       std::min(sets, sets_for(2 * out_set_bytes + slot_set_bytes + cache_set_bytes,
                               settings_.rotation_bytes, settings_.max_sets));
-  DeviceBuffer keys_out(rt, out_set_bytes * read_sets, "reader key outputs");
-  DeviceBuffer values_out(rt, out_set_bytes * read_sets, "reader value outputs");
+  DeviceBuffer keys_out(unowned(rt), out_set_bytes * read_sets, "reader key outputs");
+  DeviceBuffer values_out(unowned(rt), out_set_bytes * read_sets, "reader value outputs");
   ReadLaunch rl;
   rl.op = reader.get();
   rl.args.cache = view(DType::u8, {plan.num_blocks, static_cast<int64_t>(r.page_bytes)}, device);
@@ -301,10 +285,10 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   rl.args.value = rl.args.key;
   rl.args.k_scale = options.cache.k_scale;
   rl.args.v_scale = options.cache.v_scale;
-  rl.slots = slots.bytes();
-  rl.caches = caches.bytes();
-  rl.keys = keys_out.bytes();
-  rl.values = values_out.bytes();
+  rl.slots = bytes_of(slots);
+  rl.caches = bytes_of(caches);
+  rl.keys = bytes_of(keys_out);
+  rl.values = bytes_of(values_out);
   rl.kv_set_bytes = out_set_bytes;
   rl.slot_set_bytes = slot_set_bytes;
   rl.cache_set_bytes = cache_set_bytes;

@@ -11,6 +11,7 @@
 
 #include "bench_plan.h"
 #include "bench_stats.h"
+#include "kvq/core/device_buffer.h"
 #include "kvq/core/device_runtime.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/registry.h"
@@ -69,7 +70,6 @@ class CaseRunner {
  public:
   // Allocates the cache scrub buffer (settings.rotation_bytes) on the runtime's device. Throws.
   CaseRunner(Target target, Settings settings);
-  ~CaseRunner();
   CaseRunner(const CaseRunner&) = delete;
   CaseRunner& operator=(const CaseRunner&) = delete;
 
@@ -84,7 +84,7 @@ class CaseRunner {
 
   Target target_;
   Settings settings_;
-  void* scrub_ = nullptr;
+  DeviceBuffer scrub_;
 };
 
 }  // namespace kvq::app::bench

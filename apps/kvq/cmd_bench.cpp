@@ -17,9 +17,9 @@
 #include "bench_report.h"
 #include "bench_runner.h"
 #include "commands.h"
-#include "kvq/core/file_io.h"
 #include "kvq/core/logging.h"
-#include "kvq/core/open_backend.h"
+#include "kvq/io/file_io.h"
+#include "kvq/io/open_backend.h"
 #include "kvq/layouts/layout_factory.h"
 
 namespace kvq::app {

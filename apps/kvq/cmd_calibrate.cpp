@@ -19,11 +19,11 @@
 #include <string>
 #include <vector>
 
-#include "cache_file.h"
 #include "commands.h"
 #include "float_rows.h"
-#include "kvq/core/file_io.h"
-#include "kvq/core/safetensors.h"
+#include "kvq/io/cache_file.h"
+#include "kvq/io/file_io.h"
+#include "kvq/io/safetensors.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::app {

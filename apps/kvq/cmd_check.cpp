@@ -7,7 +7,7 @@
 #include <optional>
 
 #include "commands.h"
-#include "kvq/core/open_backend.h"
+#include "kvq/io/open_backend.h"
 
 namespace kvq::app {
 namespace {

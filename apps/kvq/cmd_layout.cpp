@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "commands.h"
-#include "kvq/core/file_io.h"
 #include "kvq/core/status.h"
+#include "kvq/io/file_io.h"
 #include "kvq/layouts/page_svg.h"
 
 namespace kvq::app {

@@ -14,14 +14,14 @@
 #include <vector>
 
 #include "backend_call.h"
-#include "cache_file.h"
 #include "commands.h"
 #include "float_rows.h"
-#include "kvq/core/file_io.h"
 #include "kvq/core/kv_cache.h"
-#include "kvq/core/open_backend.h"
-#include "kvq/core/safetensors.h"
 #include "kvq/core/slot_mapping.h"
+#include "kvq/io/cache_file.h"
+#include "kvq/io/file_io.h"
+#include "kvq/io/open_backend.h"
+#include "kvq/io/safetensors.h"
 #include "tensor_staging.h"
 
 namespace kvq::app {

@@ -9,15 +9,15 @@
 #include <optional>
 
 #include "backend_call.h"
-#include "cache_file.h"
 #include "commands.h"
-#include "kvq/core/file_io.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/logging.h"
-#include "kvq/core/open_backend.h"
-#include "kvq/core/safetensors.h"
 #include "kvq/core/slot_mapping.h"
 #include "kvq/core/status.h"
+#include "kvq/io/cache_file.h"
+#include "kvq/io/file_io.h"
+#include "kvq/io/open_backend.h"
+#include "kvq/io/safetensors.h"
 #include "tensor_staging.h"
 
 namespace kvq::app {

@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "kvq/core/safetensors.h"
+#include "kvq/io/safetensors.h"
 
 namespace kvq::app {
 

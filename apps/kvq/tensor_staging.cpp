@@ -4,8 +4,6 @@
 
 #include <string>
 
-#include "kvq/core/logging.h"
-
 namespace kvq::app {
 namespace {
 
@@ -23,13 +21,6 @@ void check(const Status& s, const std::string& doing) {
 TensorStaging::TensorStaging(std::shared_ptr<DeviceRuntime> runtime)
     : runtime_(std::move(runtime)) {}
 
-TensorStaging::~TensorStaging() {
-  for (void* p : owned_) {
-    const Status s = runtime_->release(p);
-    if (!s) KVQ_LOG_WARN("releasing a staging buffer: {}", s.message());
-  }
-}
-
 TensorView TensorStaging::upload(const TensorView& host, const char* what) {
   if (!host.is_contiguous() || host.device != Device::cpu()) {
     throw Error(ErrorCode::internal, fmt::format("staging {}: expected a contiguous host view, "
@@ -41,10 +32,8 @@ TensorView TensorStaging::upload(const TensorView& host, const char* what) {
   TensorView out = host;
   out.device = d;
   const std::size_t bytes = byte_size(host);
-  void* p = nullptr;
-  check(runtime_->allocate(bytes == 0 ? 1 : bytes, &p),
-        fmt::format("allocating device memory for {}", what));
-  owned_.push_back(p);
+  owned_.emplace_back(runtime_, bytes == 0 ? 1 : bytes, what);
+  void* p = owned_.back().data();
   out.data = p;
   if (bytes > 0) {
     check(runtime_->copy(p, host.data, bytes, CopyKind::host_to_device),

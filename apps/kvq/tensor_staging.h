@@ -2,10 +2,12 @@
 // Host <-> device staging for `kvq write` and `kvq read`: the one place where a command's tensors
 // move between host memory (safetensors files) and the device a backend works on. On a CPU
 // backend nothing moves (the views are the host buffers); on any other device the tensors are
-// copied through the backend's DeviceRuntime, so the program links no GPU API.
+// copied into DeviceBuffers (core) through the backend's DeviceRuntime, so the program links no
+// GPU API.
 #include <memory>
 #include <vector>
 
+#include "kvq/core/device_buffer.h"
 #include "kvq/core/device_runtime.h"
 #include "kvq/core/tensor_view.h"
 
@@ -14,7 +16,6 @@ namespace kvq::app {
 class TensorStaging {
  public:
   explicit TensorStaging(std::shared_ptr<DeviceRuntime> runtime);
-  ~TensorStaging();  // releases the device copies
   TensorStaging(const TensorStaging&) = delete;
   TensorStaging& operator=(const TensorStaging&) = delete;
 
@@ -30,7 +31,7 @@ class TensorStaging {
 
  private:
   std::shared_ptr<DeviceRuntime> runtime_;
-  std::vector<void*> owned_;  // device copies, released in the destructor
+  std::vector<DeviceBuffer> owned_;  // the device copies
 };
 
 }  // namespace kvq::app

@@ -11,7 +11,7 @@
 #include <map>
 #include <mutex>
 
-#include "kvq/core/file_io.h"
+#include "kvq/core/file_kind.h"
 #include "kvq/core/logging.h"
 #include "plugin_file_checks.h"
 

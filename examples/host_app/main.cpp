@@ -5,13 +5,13 @@
 // The tensors live in host memory, so the config's backend must write on the CPU (reference_cpu;
 // a GPU backend takes device pointers, which this example does not allocate).
 // Exit status: 0 success, 1 a kvq error (printed on stderr), 2 bad usage.
-#include <kvq/core/bf16.h>          // float_to_bf16
-#include <kvq/core/config.h>        // load_config
-#include <kvq/core/kv_cache.h>      // WriteArgs, ReadArgs, cache_view
-#include <kvq/core/logging.h>       // set_log_level
-#include <kvq/core/open_backend.h>  // open_backend
-#include <kvq/core/status.h>        // kvq::Error, throw_if_error
-#include <kvq/core/tensor_view.h>   // make_view
+#include <kvq/core/bf16.h>         // float_to_bf16
+#include <kvq/core/kv_cache.h>     // WriteArgs, ReadArgs, cache_view
+#include <kvq/core/logging.h>      // set_log_level
+#include <kvq/core/status.h>       // kvq::Error, throw_if_error
+#include <kvq/core/tensor_view.h>  // make_view
+#include <kvq/io/config.h>         // load_config
+#include <kvq/io/open_backend.h>   // open_backend
 
 #include <algorithm>
 #include <cmath>

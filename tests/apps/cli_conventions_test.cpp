@@ -17,8 +17,8 @@
 #include <vector>
 
 #include "kvq/core/bf16.h"
-#include "kvq/core/safetensors.h"
 #include "kvq/core/version.h"
+#include "kvq/io/safetensors.h"
 #include "kvq_cli_fixture.h"
 
 namespace kvq {

@@ -121,7 +121,7 @@ TEST(TensorStaging, AFailedAllocationNamesTheTensor) {
   TensorStaging staging(rt);
   const Error e = thrown_by([&] { staging.upload(h.view(), "slot_mapping"); });
   EXPECT_EQ(e.code(), ErrorCode::runtime);
-  EXPECT_STREQ(e.what(), "allocating device memory for slot_mapping: fake: out of memory");
+  EXPECT_STREQ(e.what(), "allocating slot_mapping (48 bytes): fake: out of memory");
 }
 
 TEST(TensorStaging, AFailedUploadStillReleasesItsBuffer) {

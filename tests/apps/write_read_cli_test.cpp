@@ -11,10 +11,10 @@
 #include <random>
 #include <string>
 
-#include "kvq/core/file_io.h"
-#include "kvq/core/safetensors.h"
 #include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
+#include "kvq/io/file_io.h"
+#include "kvq/io/safetensors.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "kvq/reference_cpu/reference_writer.h"
 #include "kvq_cli_fixture.h"

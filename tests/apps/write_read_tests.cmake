@@ -3,7 +3,7 @@
 # exit statuses); it also links the reference writer to compare the bytes in-process.
 kvq_add_test(kvq_write_read_cli_tests LABEL plugin
   SOURCES ${CMAKE_CURRENT_LIST_DIR}/write_read_cli_test.cpp
-  LINK kvq_reference_cpu_impl)
+  LINK kvq_reference_cpu_impl kvq::io)
 # This machine's folders; KVQ_BUILD_DIR / KVQ_SOURCE_DIR in the environment override them
 # (tests/apps/kvq_cli_fixture.h).
 target_compile_definitions(kvq_write_read_cli_tests PRIVATE

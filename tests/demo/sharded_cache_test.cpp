@@ -12,9 +12,9 @@
 
 #include "cache_content.h"
 #include "kv_generator.h"
-#include "kvq/core/open_backend.h"
 #include "kvq/core/page_layout.h"
 #include "kvq/core/registry.h"
+#include "kvq/io/open_backend.h"
 #include "shard_compare.h"
 
 namespace kvq::demo {

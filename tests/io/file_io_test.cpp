@@ -1,8 +1,8 @@
-// Output files whole or not at all (core/src/file_io.cpp): a write that fails or is cancelled
+// Output files whole or not at all (io/src/file_io.cpp): a write that fails or is cancelled
 // leaves the old file as it was and no temporary file; two writers of one file each land whole;
 // a temporary a dead run left is never reused, and named; check_writable refuses, before any
 // work, the paths such a write would fail on, and touches nothing.
-#include "kvq/core/file_io.h"
+#include "kvq/io/file_io.h"
 
 #include <fcntl.h>
 #include <gtest/gtest.h>
@@ -26,8 +26,8 @@
 #include <thread>
 
 #include "kvq/core/logging.h"
-#include "kvq/core/safetensors.h"
 #include "kvq/core/status.h"
+#include "kvq/io/safetensors.h"
 
 namespace kvq {
 namespace {

@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 #include <random>
 
-#include "kvq/core/safetensors.h"
 #include "kvq/core/status.h"
+#include "kvq/io/safetensors.h"
 #include "safetensors_test_util.h"
 
 namespace kvq {

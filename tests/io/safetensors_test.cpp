@@ -1,6 +1,6 @@
 // safetensors reading and writing: exact bytes written, every tensor and metadata read back, and
 // one test per way a file can be malformed, each asserting the message.
-#include "kvq/core/safetensors.h"
+#include "kvq/io/safetensors.h"
 
 #include <fmt/format.h>
 #include <gtest/gtest.h>

@@ -7,8 +7,8 @@
 #include <string>
 #include <vector>
 
-#include "kvq/core/safetensors.h"
 #include "kvq/core/status.h"
+#include "kvq/io/safetensors.h"
 
 namespace kvq::test {
 

@@ -23,7 +23,7 @@ set_tests_properties(plugin_example_backend_install PROPERTIES LABELS plugin TIM
   FIXTURES_SETUP kvq_example_backend)
 
 kvq_add_test(plugin_example_backend_test LABEL plugin TIMEOUT 120
-  SOURCES example_backend_test.cpp LINK kvq::core)
+  SOURCES example_backend_test.cpp LINK kvq::io)
 target_compile_definitions(plugin_example_backend_test PRIVATE
   KVQ_EXAMPLE_WORK_DIR="${KVQ_EXAMPLE_WORK_DIR}"
   KVQ_BUILD_PLUGIN_DIR="${PROJECT_BINARY_DIR}/lib/${KVQ_PLUGIN_SUBDIR}")

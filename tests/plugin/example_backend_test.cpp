@@ -24,7 +24,7 @@
 #include "kvq/abi/plugin.h"
 #include "kvq/core/logging.h"
 #include "kvq/core/registry.h"
-#include "kvq/core/safetensors.h"
+#include "kvq/io/safetensors.h"
 
 namespace kvq {
 namespace {

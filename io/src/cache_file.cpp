@@ -1,4 +1,4 @@
-#include "cache_file.h"
+#include "kvq/io/cache_file.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -7,13 +7,12 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "kvq/core/config.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/scale_rule.h"
 #include "kvq/core/status.h"
-#include "kvq/layouts/nvfp4_quantize.h"
+#include "kvq/io/config.h"
 
-namespace kvq::app {
+namespace kvq {
 namespace {
 
 constexpr const char* kCacheTensor = "kv_cache";
@@ -29,9 +28,10 @@ std::optional<float> recorded_scale(const SafetensorsFile& f, const char* key) {
   // The config's grammar (parse_number): what kvq write records is what a config may say.
   const std::optional<double> number = parse_number(text);
   const float value = number ? static_cast<float>(*number) : 0.0f;
-  // The writer's own rule, checked here so that a bad recorded scale names this file and not the
-  // one a read takes its slots from (load_cache_file has matched the config's format, nvfp4).
-  if (!number || !nvfp4_scale_usable(value)) {
+  // The writer's own rule (scale_rule.h, the same range as nvfp4_scale_usable), checked here so
+  // that a bad recorded scale names this file and not the one a read takes its slots from
+  // (load_cache_file has matched the config's format, nvfp4).
+  if (!number || !scale_usable(value)) {
     bad(fmt::format("{}: __metadata__ {} = '{}': {}", f.source(), key, message_text(text),
                     kScaleRule));
   }
@@ -107,4 +107,4 @@ std::optional<float> optional_scale(const SafetensorsFile& f, const char* name) 
   return value;
 }
 
-}  // namespace kvq::app
+}  // namespace kvq

@@ -1,4 +1,4 @@
-#include "kvq/core/open_backend.h"
+#include "kvq/io/open_backend.h"
 
 #include <fmt/format.h>
 

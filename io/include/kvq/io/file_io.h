@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "kvq/core/export.h"
+#include "kvq/core/file_kind.h"  // non_regular_kind
 
 namespace kvq {
 
@@ -75,13 +76,6 @@ KVQ_API bool write_file_atomically(const std::filesystem::path& file,
 // reason:
 // "--output /dev/null: is a character device: expected a regular file or a new path".
 KVQ_API void check_writable(const std::filesystem::path& file, std::string_view what);
-
-// What an existing `file` is when it is not a regular file, following symbolic links ("a FIFO",
-// "a character device", "a folder", ...); "" for a regular file, a missing one, or one stat(2)
-// cannot see (opening it then reports why). An output's rename would replace such a file by a
-// regular one (with --output /dev/null, run as root, the system's /dev/null), and dlopen of a FIFO
-// blocks until something writes to it.
-KVQ_API std::string non_regular_kind(const std::filesystem::path& file);
 
 // Whether two paths name one file: the same path, or, where both exist, the same file by another
 // name (a link).

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <map>
 #include <optional>
 #include <string>
@@ -29,20 +30,6 @@ struct LogSpec {
   std::string level = "info";  // trace | debug | info | warn | error | off
 };
 
-// `demo:` -- the decode demo's workload (apps/kvq-demo). Ranges are [min, max], inclusive.
-struct DemoSpec {
-  int64_t sequences = 12;  // sequences run in all
-  int64_t max_batch = 4;   // live at once; new ones are admitted into freed blocks
-  std::array<int64_t, 2> prompt_tokens{64, 512};
-  std::array<int64_t, 2> decode_tokens{16, 96};
-  int64_t query_heads_per_kv_head = 4;  // GQA group size
-  uint64_t seed = 1234;
-};
-
-// Empty when the longest sequence `demo` allows (prompt_tokens max + decode_tokens max) fits in
-// `cache`'s blocks, else what does not fit: a sequence's pages stay in the cache until it ends.
-KVQ_API std::string demo_fit_problem(const DemoSpec& demo, const CacheSpec& cache);
-
 struct KVQ_API Config {
   std::string backend = "auto";           // a plugin's name, or auto (highest available score)
   std::vector<std::string> plugin_paths;  // searched first; relative to the config's folder
@@ -51,7 +38,6 @@ struct KVQ_API Config {
   static constexpr int32_t kMaxThreads = 4096;  // the most `threads` may ask for
   CacheSpec cache;
   LogSpec log;
-  std::optional<DemoSpec> demo;
 
   std::string source = "<string>";    // the file it came from, as given
   std::map<std::string, Mark> marks;  // dotted key ("cache.head_size") -> where its value is
@@ -76,10 +62,47 @@ class KVQ_API ConfigError : public Error {
   Mark mark_;
 };
 
-// Parse and check types, ranges and core's own enum words. Throws ConfigError (or kvq::Error with
-// code io when the file cannot be read).
-KVQ_API Config load_config(const std::filesystem::path& file);
-KVQ_API Config parse_config(std::string_view yaml, const std::string& source = "<string>");
+// A top-level section that a program reads itself (kvq-demo's `demo:`), with the rules of the
+// config's own keys: values typed and in range, unknown or repeated keys refused, every error at
+// its FILE:LINE:COL, every value's mark in Config::marks ("demo.seed"). Handed to the program's
+// ConfigSectionReader while the config is parsed, after the keys of Config itself.
+class KVQ_API ConfigSection {
+ public:
+  struct Impl;  // the parser's own (io/src/config.cpp)
+  explicit ConfigSection(const Impl& impl) noexcept : impl_(&impl) {}
+
+  const std::string& name() const noexcept;
+  // The config's own keys, parsed before any section (a section may be checked against the cache).
+  const Config& config() const noexcept;
+
+  // Refuses a key that is not one of `allowed`, or one given twice.
+  void only_keys(const std::vector<std::string_view>& allowed) const;
+  bool has(const std::string& key) const;
+  // An integer in [lo, hi].
+  int64_t integer(const std::string& key, int64_t lo, int64_t hi) const;
+  // [min, max]: two integers in [lo, hi], min <= max.
+  std::array<int64_t, 2> range(const std::string& key, int64_t lo, int64_t hi) const;
+  // Throws ConfigError "NAME.KEY: message" at KEY's value, or at the section when KEY is absent.
+  [[noreturn]] void fail(const std::string& key, const std::string& message) const;
+
+ private:
+  const Impl* impl_;
+};
+
+// A program's own top-level section: `read` is called when the config has a key `name` (a
+// mapping); a config without it never calls it. Only the sections a load is given are accepted:
+// for every other program the same key stays an unknown key.
+struct ConfigSectionReader {
+  std::string name;
+  std::function<void(const ConfigSection&)> read;
+};
+
+// Parse and check types, ranges and core's own enum words, then the `sections` the program reads
+// itself. Throws ConfigError (or kvq::Error with code io when the file cannot be read).
+KVQ_API Config load_config(const std::filesystem::path& file,
+                           const std::vector<ConfigSectionReader>& sections = {});
+KVQ_API Config parse_config(std::string_view yaml, const std::string& source = "<string>",
+                            const std::vector<ConfigSectionReader>& sections = {});
 
 // The one grammar of numbers in kvq's configs (k_scale, v_scale) and in what kvq records in files
 // (a cache file's k_scale and v_scale): a decimal as std::from_chars reads it -- an optional '-',

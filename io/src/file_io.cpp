@@ -1,4 +1,4 @@
-#include "kvq/core/file_io.h"
+#include "kvq/io/file_io.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -59,17 +59,6 @@ bool is_temporary_name(const std::string& name, const std::string& base) {
 constexpr const char* kExpectedOutput = "expected a regular file or a new path";
 
 }  // namespace
-
-std::string non_regular_kind(const std::filesystem::path& file) {
-  struct stat st {};
-  if (::stat(file.c_str(), &st) != 0 || S_ISREG(st.st_mode)) return "";
-  if (S_ISDIR(st.st_mode)) return "a folder";
-  if (S_ISFIFO(st.st_mode)) return "a FIFO";
-  if (S_ISCHR(st.st_mode)) return "a character device";
-  if (S_ISBLK(st.st_mode)) return "a block device";
-  if (S_ISSOCK(st.st_mode)) return "a socket";
-  return "not a regular file";
-}
 
 std::vector<std::filesystem::path> temporary_files_of(const std::filesystem::path& file) {
   std::vector<std::filesystem::path> found;

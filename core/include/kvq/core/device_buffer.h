@@ -1,17 +1,20 @@
 #pragma once
-// Memory on a writer's device, through the backend's DeviceRuntime (kvq-demo never calls a GPU
-// API itself). Move-only; released when destroyed.
+// Memory on a backend's device, through its DeviceRuntime: the one owner of such memory, so that
+// a program (kvq write/read/bench, kvq-demo, an engine) stages tensors without calling a GPU API
+// itself. Move-only; released when destroyed. It holds its runtime, which stays alive with it.
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 
 #include "kvq/core/device_runtime.h"
+#include "kvq/core/export.h"
 
-namespace kvq::demo {
+namespace kvq {
 
-class DeviceBuffer {
+class KVQ_API DeviceBuffer {
  public:
   DeviceBuffer() = default;
-  // Throws kvq::Error naming `what` when the allocation fails.
+  // Throws kvq::Error naming `what` when the allocation fails: "allocating WHAT (N bytes): ...".
   DeviceBuffer(std::shared_ptr<DeviceRuntime> runtime, std::size_t bytes, const char* what);
   DeviceBuffer(DeviceBuffer&& other) noexcept;
   DeviceBuffer& operator=(DeviceBuffer&& other) noexcept;
@@ -37,4 +40,4 @@ class DeviceBuffer {
   const char* what_ = "";
 };
 
-}  // namespace kvq::demo
+}  // namespace kvq

@@ -1,6 +1,6 @@
 // Config parsing: good files parse into the right structs; every malformed input is refused
 // with a message that names the key and the right FILE:LINE:COL.
-#include "kvq/core/config.h"
+#include "kvq/io/config.h"
 
 #include <gtest/gtest.h>
 #include <sys/stat.h>
@@ -10,6 +10,7 @@
 #include <cmath>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <string>
 
 #include "kvq/core/page_layout.h"
@@ -32,13 +33,6 @@ cache:
   v_scale: 2e-2
 log:
   level: debug
-demo:
-  sequences: 5
-  max_batch: 2
-  prompt_tokens: [10, 20]
-  decode_tokens: [0, 8]
-  query_heads_per_kv_head: 8
-  seed: 7
 )";
 
 TEST(Config, ParsesEveryKey) {
@@ -59,13 +53,6 @@ TEST(Config, ParsesEveryKey) {
   EXPECT_EQ(c.cache.k_scale, 0.5f);
   EXPECT_EQ(c.cache.v_scale, 0.02f);
   EXPECT_EQ(c.log.level, "debug");
-  ASSERT_TRUE(c.demo.has_value());
-  EXPECT_EQ(c.demo->sequences, 5);
-  EXPECT_EQ(c.demo->max_batch, 2);
-  EXPECT_EQ(c.demo->prompt_tokens[1], 20);
-  EXPECT_EQ(c.demo->decode_tokens[0], 0);
-  EXPECT_EQ(c.demo->query_heads_per_kv_head, 8);
-  EXPECT_EQ(c.demo->seed, 7u);
   EXPECT_EQ(c.marks.at("cache.head_size").line, 10);
   EXPECT_EQ(c.marks.at("cache.head_size").column, 14);
 }
@@ -83,30 +70,64 @@ TEST(Config, DefaultsForOptionalKeys) {
   EXPECT_EQ(resolved.layout.k_scales, "linear");
   EXPECT_EQ(resolved.layout.v_scales, "sm100_swizzled");
   EXPECT_EQ(c.cache.k_scale, 1.0f);
-  EXPECT_FALSE(c.demo.has_value());
 }
 
-// The bounds of the demo keys are inclusive at the low end: seed 0 is a seed like any other
-// (the CLI's --seed takes it too), and decode_tokens may be [0, 0] (prefill only).
-TEST(Config, DemoTakesSeedZeroAndNoDecode) {
-  Config c = parse_config(
-      "cache: {format: nvfp4, num_blocks: 4, block_size: 16, num_kv_heads: 1, head_size: 64}\n"
-      "demo: {seed: 0, prompt_tokens: [1, 16], decode_tokens: [0, 0], max_batch: 1}\n");
-  ASSERT_TRUE(c.demo.has_value());
-  EXPECT_EQ(c.demo->seed, 0u);
-  EXPECT_EQ(c.demo->decode_tokens, (std::array<int64_t, 2>{0, 0}));
-  EXPECT_EQ(c.demo->max_batch, 1);
+// A program's own section (kvq-demo's `demo:`) is read through the hook, with the config's rules
+// and marks; in a load that does not name it, the same key is an unknown key.
+const std::string kWithSection =
+    "cache: {format: nvfp4, num_blocks: 4, block_size: 16, num_kv_heads: 1, head_size: 64}\n"
+    "extra:\n  count: 3\n  span: [2, 5]\n";
+
+TEST(ConfigSection, IsReadWithTheConfigsRulesAndMarks) {
+  int64_t count = 0, cache_blocks = 0;
+  std::array<int64_t, 2> span{};
+  const Config c =
+      parse_config(kWithSection, "x.yaml", {{"extra", [&](const ConfigSection& s) {
+                                               EXPECT_EQ(s.name(), "extra");
+                                               s.only_keys({"count", "span", "unused"});
+                                               EXPECT_FALSE(s.has("unused"));
+                                               count = s.integer("count", 1, 10);
+                                               span = s.range("span", 0, 8);
+                                               cache_blocks = s.config().cache.num_blocks;
+                                             }}});
+  EXPECT_EQ(count, 3);
+  EXPECT_EQ(span, (std::array<int64_t, 2>{2, 5}));
+  EXPECT_EQ(cache_blocks, 4) << "the config's own keys are parsed before any section";
+  EXPECT_EQ(c.marks.at("extra.count").line, 3);
+  EXPECT_EQ(c.marks.at("extra.span").column, 9);
 }
 
-// The upper edges of the demo ranges are inclusive (the refusals just outside them are in
-// malformed_cases).
-TEST(Config, DemoTakesTheTopOfItsRanges) {
-  const Config ok = parse_config(
-      "cache: {format: nvfp4, num_blocks: 4, block_size: 16, num_kv_heads: 1, head_size: 64}\n"
-      "demo: {prompt_tokens: [1, 16], decode_tokens: [0, 16], query_heads_per_kv_head: 1024, "
-      "max_batch: 65536}\n");
-  EXPECT_EQ(ok.demo->query_heads_per_kv_head, 1024);
-  EXPECT_EQ(ok.demo->max_batch, 65536);
+TEST(ConfigSection, IsAnUnknownKeyWhereNotRead) {
+  try {
+    parse_config(kWithSection, "x.yaml");
+    FAIL() << "an unread section was accepted";
+  } catch (const ConfigError& e) {
+    EXPECT_EQ(std::string(e.what()),
+              "x.yaml:2:1: extra: unknown key 'extra': expected one of backend, plugin_paths, "
+              "device, threads, cache, log");
+  }
+}
+
+TEST(ConfigSection, ErrorsNameTheSectionsKeyAtItsMark) {
+  const auto fails = [](const std::function<void(const ConfigSection&)>& read) -> std::string {
+    try {
+      parse_config(kWithSection, "x.yaml", {{"extra", read}});
+    } catch (const ConfigError& e) {
+      return e.what();
+    }
+    return "no error";
+  };
+  EXPECT_EQ(fails([](const ConfigSection& s) { s.only_keys({"count"}); }),
+            "x.yaml:4:3: extra.span: unknown key 'span' in 'extra': expected one of count");
+  EXPECT_EQ(fails([](const ConfigSection& s) { (void)s.integer("count", 4, 10); }),
+            "x.yaml:3:10: extra.count: expected an integer in [4, 10], found 3");
+  EXPECT_EQ(fails([](const ConfigSection& s) { (void)s.range("span", 0, 4); }),
+            "x.yaml:4:13: extra.span[1]: expected an integer in [0, 4], found 5");
+  EXPECT_EQ(fails([](const ConfigSection& s) { s.fail("span", "too wide"); }),
+            "x.yaml:4:9: extra.span: too wide");
+  EXPECT_EQ(fails([](const ConfigSection& s) { s.fail("absent", "needed"); }),
+            "x.yaml:3:3: extra.absent: needed")
+      << "an absent key is reported at its section";
 }
 
 TEST(Config, LoadsFileAndNamesIt) {
@@ -198,20 +219,6 @@ TEST(Config, FolderIsAUsageError) {
                     ": a folder: expected a YAML config file");
 }
 
-TEST(Config, DemoFitsItsLongestSequence) {
-  DemoSpec demo;
-  demo.prompt_tokens = {1, 100};
-  demo.decode_tokens = {0, 28};  // 128 tokens: 8 blocks of 16
-  CacheSpec cache;
-  cache.block_size = 16;
-  cache.num_blocks = 8;
-  EXPECT_EQ(demo_fit_problem(demo, cache), "");
-  demo.decode_tokens[1] = 29;
-  EXPECT_EQ(demo_fit_problem(demo, cache),
-            "the longest sequence the demo allows (prompt_tokens max 100 + decode_tokens max 29 = "
-            "129 tokens) needs 9 blocks of 16 tokens; cache.num_blocks is 8");
-}
-
 struct Malformed {
   const char* name;
   std::string yaml;
@@ -275,28 +282,6 @@ std::vector<Malformed> malformed_cases() {
        "plugin_paths: expected a list of folders, found 'plugins'"},
       {"negative_threads", "threads: -1\n" + kCacheHead + kGeometry, 1, 10,
        "threads: expected an integer in [0, 4096], found -1"},
-      {"demo_unknown_key", kCacheHead + kGeometry + "demo:\n  sequence: 3\n", 8, 3,
-       "demo.sequence: unknown key 'sequence' in 'demo'"},
-      {"demo_bad_range", kCacheHead + kGeometry + "demo:\n  prompt_tokens: [30, 10]\n", 8, 18,
-       "demo.prompt_tokens: expected min <= max, found [30, 10]"},
-      // min one more than max: refused exactly at the boundary, not only when far apart.
-      {"demo_bad_range_by_one", kCacheHead + kGeometry + "demo:\n  prompt_tokens: [6, 5]\n", 8, 18,
-       "demo.prompt_tokens: expected min <= max, found [6, 5]"},
-      // Just outside the documented ranges: a batch of 0 would schedule nothing; GQA groups
-      // above 1024 and token ranges above 2^24 are refused before any buffer is sized.
-      {"demo_zero_batch", kCacheHead + kGeometry + "demo:\n  max_batch: 0\n", 8, 14,
-       "demo.max_batch: expected an integer in [1, 65536], found 0"},
-      {"demo_gqa_too_large", kCacheHead + kGeometry + "demo:\n  query_heads_per_kv_head: 1025\n", 8,
-       28, "demo.query_heads_per_kv_head: expected an integer in [1, 1024], found 1025"},
-      {"demo_range_too_long", kCacheHead + kGeometry + "demo:\n  prompt_tokens: [1, 16777217]\n", 8,
-       22, "demo.prompt_tokens[1]: expected an integer in [1, 16777216], found 16777217"},
-      {"demo_range_not_pair", kCacheHead + kGeometry + "demo:\n  decode_tokens: 5\n", 8, 18,
-       "demo.decode_tokens: expected [min, max], found '5'"},
-      {"demo_longer_than_cache",
-       kCacheHead + kGeometry + "demo:\n  prompt_tokens: [10, 120]\n  decode_tokens: [0, 9]\n", 8,
-       18,
-       "demo.prompt_tokens: the longest sequence the demo allows (prompt_tokens max 120 + "
-       "decode_tokens max 9 = 129 tokens) needs 9 blocks of 16 tokens; cache.num_blocks is 8"},
       {"cache_not_map", "cache: 5\n", 1, 8, "cache: expected a mapping, found '5'"},
       {"duplicate_key", kCacheHead + kGeometry + "  head_size: 128\n", 7, 3,
        "cache.head_size: key 'head_size' given twice (first at line 6, column 3)"},

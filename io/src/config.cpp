@@ -1,4 +1,4 @@
-#include "kvq/core/config.h"
+#include "kvq/io/config.h"
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -11,7 +11,7 @@
 #include <charconv>
 #include <cmath>
 #include <cstring>
-#include <initializer_list>
+#include <iterator>
 #include <limits>
 #include <system_error>
 
@@ -96,16 +96,38 @@ std::string found(const YAML::Node& n) {
   return "?";
 }
 
+// Config's own top-level keys; a program's sections come after them.
+constexpr std::string_view kConfigKeys[] = {"backend", "plugin_paths", "device",
+                                            "threads", "cache",        "log"};
+
+class Parser;
+
+}  // namespace
+
+// A section being read: the parser (its typed reads and marks), the section's node and name.
+struct ConfigSection::Impl {
+  Parser& parser;
+  YAML::Node node;
+  std::string name;
+
+  std::string key(const std::string& k) const { return name + "." + k; }
+};
+
+namespace {
+
 // Walks the YAML tree, filling a Config and recording where every value was.
 class Parser {
  public:
-  explicit Parser(Config& cfg) : cfg_(cfg) {}
+  Parser(Config& cfg, const std::vector<ConfigSectionReader>& sections)
+      : cfg_(cfg), sections_(sections) {}
 
   void parse_root(const YAML::Node& root) {
     if (!root.IsDefined() || root.IsNull())
       fail(root, "", "the config is empty: expected a mapping with a 'cache:' section");
     expect_map(root, "");
-    only_keys(root, "", {"backend", "plugin_paths", "device", "threads", "cache", "log", "demo"});
+    std::vector<std::string_view> keys(std::begin(kConfigKeys), std::end(kConfigKeys));
+    for (const ConfigSectionReader& s : sections_) keys.push_back(s.name);
+    only_keys(root, "", keys);
     if (auto n = root["backend"]) cfg_.backend = name_word(n, "backend");
     if (auto n = root["plugin_paths"]) cfg_.plugin_paths = string_list(n, "plugin_paths");
     if (auto n = root["device"]) {
@@ -121,8 +143,16 @@ class Parser {
     if (!cache) fail(root, "cache", "missing required section 'cache'");
     parse_cache(cache);
     if (auto n = root["log"]) parse_log(n);
-    if (auto n = root["demo"]) parse_demo(n);
+    for (const ConfigSectionReader& s : sections_) {
+      if (auto n = root[s.name]) {
+        expect_map(n, s.name);
+        const ConfigSection::Impl impl{*this, n, s.name};
+        s.read(ConfigSection(impl));
+      }
+    }
   }
+
+  const Config& config() const { return cfg_; }
 
  private:
   void parse_cache(const YAML::Node& n) {
@@ -165,29 +195,8 @@ class Parser {
     }
   }
 
-  void parse_demo(const YAML::Node& n) {
-    expect_map(n, "demo");
-    only_keys(n, "demo",
-              {"sequences", "max_batch", "prompt_tokens", "decode_tokens",
-               "query_heads_per_kv_head", "seed"});
-    DemoSpec d;
-    if (auto v = n["sequences"]) d.sequences = integer(v, "demo.sequences", 1, 1 << 20);
-    if (auto v = n["max_batch"]) d.max_batch = integer(v, "demo.max_batch", 1, 1 << 16);
-    if (auto v = n["prompt_tokens"]) d.prompt_tokens = range(v, "demo.prompt_tokens", 1);
-    if (auto v = n["decode_tokens"]) d.decode_tokens = range(v, "demo.decode_tokens", 0);
-    if (auto v = n["query_heads_per_kv_head"]) {
-      d.query_heads_per_kv_head = integer(v, "demo.query_heads_per_kv_head", 1, 1024);
-    }
-    if (auto v = n["seed"])
-      d.seed =
-          static_cast<uint64_t>(integer(v, "demo.seed", 0, std::numeric_limits<int64_t>::max()));
-    if (const std::string problem = demo_fit_problem(d, cfg_.cache); !problem.empty()) {
-      fail(n["prompt_tokens"] ? n["prompt_tokens"] : n, "demo.prompt_tokens", problem);
-    }
-    cfg_.demo = d;
-  }
-
-  // ---- typed scalars ---------------------------------------------------------------------------
+  // ---- typed scalars (public: ConfigSection reads a program's own section with them) -----------
+ public:
   // Where a value is. A key with no value ("head_size:") has a null node whose own mark is
   // wherever the parser stopped, so errors about it point at its key instead.
   Mark mark_of(const YAML::Node& n) const {
@@ -231,7 +240,7 @@ class Parser {
   // differ on which of two equal keys wins (yaml-cpp the first, PyYAML the last), so an engine and
   // kvq could read different geometry from one file.
   void only_keys(const YAML::Node& n, const std::string& prefix,
-                 std::initializer_list<std::string_view> allowed) {
+                 const std::vector<std::string_view>& allowed) {
     std::map<std::string, Mark> seen;
     for (auto it = n.begin(); it != n.end(); ++it) {
       if (it->second.IsNull()) null_values_.emplace_back(it->second, raw_mark(it->first));
@@ -323,24 +332,57 @@ class Parser {
     return out;
   }
 
-  std::array<int64_t, 2> range(const YAML::Node& n, const std::string& key, int64_t lo) {
+  std::array<int64_t, 2> range(const YAML::Node& n, const std::string& key, int64_t lo,
+                               int64_t hi) {
     record(n, key);
     if (!n.IsSequence() || n.size() != 2) {
       fail(n, key, fmt::format("expected [min, max], found {}", found(n)));
     }
-    std::array<int64_t, 2> r{integer(n[0], key + "[0]", lo, 1 << 24),
-                             integer(n[1], key + "[1]", lo, 1 << 24)};
+    std::array<int64_t, 2> r{integer(n[0], key + "[0]", lo, hi),
+                             integer(n[1], key + "[1]", lo, hi)};
     if (r[0] > r[1]) fail(n, key, fmt::format("expected min <= max, found [{}, {}]", r[0], r[1]));
     return r;
   }
 
+ private:
   Config& cfg_;
+  const std::vector<ConfigSectionReader>& sections_;
   std::vector<std::pair<YAML::Node, Mark>> null_values_;
 };
 
 }  // namespace
 
-Config parse_config(std::string_view yaml, const std::string& source) {
+const std::string& ConfigSection::name() const noexcept {
+  return impl_->name;
+}
+
+const Config& ConfigSection::config() const noexcept {
+  return impl_->parser.config();
+}
+
+void ConfigSection::only_keys(const std::vector<std::string_view>& allowed) const {
+  impl_->parser.only_keys(impl_->node, impl_->name, allowed);
+}
+
+bool ConfigSection::has(const std::string& key) const {
+  return static_cast<bool>(impl_->node[key]);
+}
+
+int64_t ConfigSection::integer(const std::string& key, int64_t lo, int64_t hi) const {
+  return impl_->parser.integer(impl_->node[key], impl_->key(key), lo, hi);
+}
+
+std::array<int64_t, 2> ConfigSection::range(const std::string& key, int64_t lo, int64_t hi) const {
+  return impl_->parser.range(impl_->node[key], impl_->key(key), lo, hi);
+}
+
+void ConfigSection::fail(const std::string& key, const std::string& message) const {
+  const YAML::Node& n = impl_->node;
+  impl_->parser.fail(n[key] ? n[key] : n, impl_->key(key), message);
+}
+
+Config parse_config(std::string_view yaml, const std::string& source,
+                    const std::vector<ConfigSectionReader>& sections) {
   Config cfg;
   cfg.source = source;
   YAML::Node root;
@@ -357,22 +399,12 @@ Config parse_config(std::string_view yaml, const std::string& source) {
     Mark m = e.mark.is_null() ? Mark{1, 1} : Mark{e.mark.line + 1, e.mark.column + 1};
     throw ConfigError(source, m, "", "YAML syntax error: " + message_text(e.msg, 160));
   }
-  Parser(cfg).parse_root(root);
+  Parser(cfg, sections).parse_root(root);
   return cfg;
 }
 
-std::string demo_fit_problem(const DemoSpec& demo, const CacheSpec& cache) {
-  const int64_t longest = demo.prompt_tokens[1] + demo.decode_tokens[1];
-  const int64_t blocks = (longest + cache.block_size - 1) / cache.block_size;
-  if (blocks <= cache.num_blocks) return {};
-  return fmt::format(
-      "the longest sequence the demo allows (prompt_tokens max {} + decode_tokens max {} = {} "
-      "tokens) needs {} blocks of {} tokens; cache.num_blocks is {}",
-      demo.prompt_tokens[1], demo.decode_tokens[1], longest, blocks, cache.block_size,
-      cache.num_blocks);
-}
-
-Config load_config(const std::filesystem::path& file) {
+Config load_config(const std::filesystem::path& file,
+                   const std::vector<ConfigSectionReader>& sections) {
   const std::string shown = message_text(file.string(), 4096);
   // Opened without waiting (O_NONBLOCK): a FIFO is refused below, never waited on for a writer
   // that may never come. Read through the descriptor that was checked, so what is read is what
@@ -429,7 +461,7 @@ Config load_config(const std::filesystem::path& file) {
         ErrorCode::invalid_argument,
         fmt::format("{}: more than {} bytes: expected a YAML config file", shown, kMaxConfigBytes));
   }
-  return parse_config(text, file.string());
+  return parse_config(text, file.string(), sections);
 }
 
 }  // namespace kvq

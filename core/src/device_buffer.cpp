@@ -1,10 +1,12 @@
-#include "device_buffer.h"
+#include "kvq/core/device_buffer.h"
 
 #include <fmt/format.h>
 
 #include <utility>
 
-namespace kvq::demo {
+#include "kvq/core/logging.h"
+
+namespace kvq {
 
 namespace {
 
@@ -51,7 +53,10 @@ DeviceBuffer::~DeviceBuffer() {
 }
 
 void DeviceBuffer::reset() noexcept {
-  if (data_ && runtime_) (void)runtime_->release(data_);
+  if (data_ && runtime_) {
+    const Status s = runtime_->release(data_);
+    if (!s) KVQ_LOG_WARN("releasing {}: {}", what_, s.message());
+  }
   data_ = nullptr;
   bytes_ = 0;
 }
@@ -72,4 +77,4 @@ void DeviceBuffer::fill(uint8_t byte) {
   check(runtime_->fill(data_, byte, bytes_), "filling", what_, bytes_);
 }
 
-}  // namespace kvq::demo
+}  // namespace kvq

@@ -4,9 +4,9 @@
 #include <optional>
 #include <string>
 
-#include "kvq/core/config.h"
 #include "kvq/core/export.h"
 #include "kvq/core/registry.h"
+#include "kvq/io/config.h"
 
 namespace kvq {
 

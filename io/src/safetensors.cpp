@@ -1,4 +1,4 @@
-#include "kvq/core/safetensors.h"
+#include "kvq/io/safetensors.h"
 
 #include <fmt/format.h>
 #include <fmt/ranges.h>
@@ -15,8 +15,8 @@
 #include <span>
 #include <system_error>
 
-#include "kvq/core/file_io.h"
 #include "kvq/core/status.h"
+#include "kvq/io/file_io.h"
 
 namespace kvq {
 namespace {
