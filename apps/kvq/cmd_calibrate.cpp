@@ -2,13 +2,15 @@
 // (cache.k_scale, cache.v_scale) the config's format wants for the rows in KV (key, value
 // [T, H, D], BF16|F16|F32), per side and per head, with the round-trip error each gives, next
 // to what the other common conventions would give.
-//   nvfp4: scale = amax / (6 x 448) = amax / 2688, amax over the side's rows: the group with the
-//          largest magnitude then gets scale byte 448 (E4M3's largest), and every group's scale
-//          byte amax_group / amax x 448 spans E4M3's range (vLLM's NVFP4 checkpoints, ModelOpt).
-//   fp8:   scale = amax / 448, the FP8 (E4M3) KV-cache rule, shown for reference: under NVFP4
-//          it leaves the scale bytes 6x smaller (at most 74.7).
-// The error is the NVFP4 round trip of the layouts library's codec (the definition every backend
-// writes): relative L2 error ||x - x'|| / ||x|| and max |x - x'| over the side's elements.
+//   nvfp4:    scale = amax / (6 x 448) = amax / 2688, amax over the side's rows: the group with
+//             the largest magnitude then gets scale byte 448 (E4M3's largest), and every group's
+//             scale byte amax_group / amax x 448 spans E4M3's range (vLLM's NVFP4 checkpoints,
+//             ModelOpt).
+//   fp8_e4m3: scale = amax / 448 (vLLM's FP8 KV-cache rule: amax lands on E4M3's largest value).
+//   fp8_e5m2: scale = amax / 57344 (the same for E5M2).
+// bf16 pages are not scaled: nothing to calibrate. The error is the config format's round trip
+// through the layouts library's codec (the definition every backend writes): relative L2 error
+// ||x - x'|| / ||x|| and max |x - x'| over the side's elements.
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -24,12 +26,39 @@
 #include "kvq/io/cache_file.h"
 #include "kvq/io/file_io.h"
 #include "kvq/io/safetensors.h"
+#include "kvq/layouts/element_quantize.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq::app {
 namespace {
 
-constexpr float kE4m3Max = 448.0f, kE2m1Max = 6.0f;
+constexpr float kE4m3Max = 448.0f, kE2m1Max = 6.0f, kE5m2Max = 57344.0f;
+
+// A format's calibration rule: scale = amax / divisor.
+struct Rule {
+  int32_t format;        // enum kvq_format
+  float divisor;         // 2688, 448, 57344
+  const char* text;      // "amax / 2688 (amax / (6 x 448))"
+  const char* headline;  // the line under the input's description
+};
+
+const Rule& rule_for(int32_t format, const std::string& config) {
+  static const Rule rules[] = {
+      {KVQ_FORMAT_NVFP4, kE2m1Max * kE4m3Max, "amax / 2688 (amax / (6 x 448))",
+       "scale = amax / (6 x 448) = amax / 2688 (the largest group gets scale byte 448, E4M3's "
+       "largest)"},
+      {KVQ_FORMAT_FP8_E4M3, kE4m3Max, "amax / 448",
+       "scale = amax / 448 (the largest element lands on E4M3's largest value)"},
+      {KVQ_FORMAT_FP8_E5M2, kE5m2Max, "amax / 57344",
+       "scale = amax / 57344 (the largest element lands on E5M2's largest value)"},
+  };
+  for (const Rule& r : rules) {
+    if (r.format == format) return r;
+  }
+  throw Error(ErrorCode::invalid_argument,
+              fmt::format("{}: cache.format {}: its pages are not scaled, nothing to calibrate",
+                          config, kvq_format_name(format)));
+}
 
 struct CalibrateFlags {
   std::string config, input, json;
@@ -56,8 +85,23 @@ float amax_of(const Rows& r, int64_t head) {
   return amax;
 }
 
+// The round trip of one per-element format, head `head` (every head when < 0).
+template <int Format>
+ErrorFigures element_round_trip(const Rows& r, int64_t head, float scale) {
+  using Codec = ElementCodec<Format>;
+  ErrorAccumulator acc;
+  for (int64_t t = 0; t < r.T; ++t) {
+    for (int64_t h = head < 0 ? 0 : head; h < (head < 0 ? r.H : head + 1); ++h) {
+      const float* row = r.x.data() + (t * r.H + h) * r.D;
+      for (int64_t e = 0; e < r.D; ++e)
+        acc.add(row[e], Codec::decode(Codec::encode(row[e], scale), scale));
+    }
+  }
+  return acc.figures();
+}
+
 // The NVFP4 round trip of head `head` (every head when < 0) with dequantization scale `scale`.
-ErrorFigures round_trip(const Rows& r, int64_t head, float scale) {
+ErrorFigures nvfp4_round_trip(const Rows& r, int64_t head, float scale) {
   const float global = nvfp4_global_scale(scale);
   ErrorAccumulator acc;
   for (int64_t t = 0; t < r.T; ++t) {
@@ -74,6 +118,14 @@ ErrorFigures round_trip(const Rows& r, int64_t head, float scale) {
     }
   }
   return acc.figures();
+}
+
+ErrorFigures round_trip(int32_t format, const Rows& r, int64_t head, float scale) {
+  switch (format) {
+    case KVQ_FORMAT_FP8_E4M3: return element_round_trip<KVQ_FORMAT_FP8_E4M3>(r, head, scale);
+    case KVQ_FORMAT_FP8_E5M2: return element_round_trip<KVQ_FORMAT_FP8_E5M2>(r, head, scale);
+    default: return nvfp4_round_trip(r, head, scale);
+  }
 }
 
 // A scale from amax by a rule; 1.0 for rows of zeros (any usable scale writes zeros exactly).
@@ -111,11 +163,8 @@ Rows load_side(const SafetensorsFile& in, const char* name, const Config& cfg,
 int run_calibrate(const CalibrateFlags& f) {
   auto [cfg, layout] = load_checked_config(f.config);
   apply_logging(cfg, *f.common);
-  if (cfg.cache.format != "nvfp4") {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("{}: cache.format {}: kvq calibrate knows the nvfp4 rule only",
-                            f.config, cfg.cache.format));
-  }
+  const int32_t format = layout->descriptor().format;
+  const Rule& rule = rule_for(format, f.config);
   if (!f.json.empty()) {
     check_distinct(f.json, "--json", f.config, "CONFIG");
     check_distinct(f.json, "--json", f.input, "--input");
@@ -126,36 +175,39 @@ int run_calibrate(const CalibrateFlags& f) {
                          load_side(in, "value", cfg, f.config)};
   const char* names[2] = {"k_scale", "v_scale"};
   const float configured[2] = {cfg.cache.k_scale, cfg.cache.v_scale};
-  const float nvfp4_divisor = kE2m1Max * kE4m3Max;  // 2688
+  const std::string format_name = kvq_format_name(format);
 
   std::cout << fmt::format(
-      "{}: {} tokens x {} heads x {} ({}) for {} (format nvfp4)\n"
-      "rule for nvfp4: scale = amax / (6 x 448) = amax / 2688 (the largest group gets scale "
-      "byte 448, E4M3's largest)\n\n",
+      "{}: {} tokens x {} heads x {} ({}) for {} (format {})\n"
+      "rule for {}: {}\n\n",
       f.input, sides[0].T, sides[0].H, sides[0].D, safetensors_dtype_name(in.at("key").dtype),
-      f.config);
+      f.config, format_name, format_name, rule.headline);
 
   nlohmann::json doc = {{"input", f.input},
                         {"config", f.config},
-                        {"format", "nvfp4"},
-                        {"rule", "amax / 2688 (amax / (6 x 448))"},
+                        {"format", format_name},
+                        {"rule", rule.text},
                         {"tokens", sides[0].T}};
   std::string yaml;
   for (int s = 0; s < 2; ++s) {
     const Rows& r = sides[s];
     const float amax = amax_of(r, -1);
-    const std::vector<Candidate> candidates = {
-        {"nvfp4: amax / 2688", scale_for(amax, nvfp4_divisor), {}},
-        {"fp8: amax / 448", scale_for(amax, kE4m3Max), {}},
+    // The format's rule first, then the other common one for comparison, then the config's.
+    std::vector<Candidate> scored = {
+        {fmt::format("{}: amax / {:g}", format_name, rule.divisor),
+         scale_for(amax, rule.divisor),
+         {}},
+        format == KVQ_FORMAT_NVFP4
+            ? Candidate{"fp8: amax / 448", scale_for(amax, kE4m3Max), {}}
+            : Candidate{"nvfp4: amax / 2688", scale_for(amax, kE2m1Max * kE4m3Max), {}},
         {"the config's", configured[s], {}},
     };
-    std::vector<Candidate> scored = candidates;
-    for (Candidate& c : scored) c.error = round_trip(r, -1, c.scale);
+    for (Candidate& c : scored) c.error = round_trip(format, r, -1, c.scale);
     std::cout << fmt::format("{} (amax {:.6g})\n", names[s], amax);
-    std::cout << fmt::format("  {:<22} {:>12} {:>15} {:>11}\n", "convention", "scale",
+    std::cout << fmt::format("  {:<24} {:>12} {:>15} {:>11}\n", "convention", "scale",
                              "rel. L2 error", "max error");
     for (const Candidate& c : scored) {
-      std::cout << fmt::format("  {:<22} {:>12.6g} {:>15.4f} {:>11.4g}\n", c.rule, c.scale,
+      std::cout << fmt::format("  {:<24} {:>12.6g} {:>15.4f} {:>11.4g}\n", c.rule, c.scale,
                                c.error.relative, c.error.max);
     }
     nlohmann::json side = {{"amax", amax},
@@ -165,12 +217,12 @@ int run_calibrate(const CalibrateFlags& f) {
                            {"conventions", nlohmann::json::array()},
                            {"per_head", nlohmann::json::array()}};
     for (const Candidate& c : scored) side["conventions"].push_back(to_json(c));
-    std::cout << fmt::format("  per head (nvfp4 rule):\n  {:>6} {:>12} {:>12} {:>15}\n", "head",
-                             "amax", "scale", "rel. L2 error");
+    std::cout << fmt::format("  per head ({} rule):\n  {:>6} {:>12} {:>12} {:>15}\n", format_name,
+                             "head", "amax", "scale", "rel. L2 error");
     for (int64_t h = 0; h < r.H; ++h) {
       const float head_amax = amax_of(r, h);
-      const float scale = scale_for(head_amax, nvfp4_divisor);
-      const ErrorFigures e = round_trip(r, h, scale);
+      const float scale = scale_for(head_amax, rule.divisor);
+      const ErrorFigures e = round_trip(format, r, h, scale);
       std::cout << fmt::format("  {:>6} {:>12.6g} {:>12.6g} {:>15.4f}\n", h, head_amax, scale,
                                e.relative);
       side["per_head"].push_back({{"head", h},
@@ -183,7 +235,8 @@ int run_calibrate(const CalibrateFlags& f) {
     doc[s == 0 ? "key" : "value"] = side;
     yaml += fmt::format("  {}: {:.6g}\n", names[s], scored[0].scale);
   }
-  std::cout << "for the config's cache section (one scale per side; kvq writes take one):\n"
+  std::cout << "for the config's cache section (one scale per side; per-head scales are a write "
+               "argument, fp8 only):\n"
             << yaml;
   if (!f.json.empty()) {
     write_file_atomically(f.json, doc.dump(2) + "\n");

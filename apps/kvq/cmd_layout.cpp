@@ -90,10 +90,11 @@ void print_layout(const std::string& file, const PageLayout& layout, std::ostrea
   const auto bf16_per_token = static_cast<uint64_t>(2 * g.num_kv_heads * g.head_size * 2);
   out << fmt::format("{}: {} page layout\n", file, layout.format());
   out << fmt::format(
-      "  geometry      num_blocks {}, block_size {} tokens, num_kv_heads {}, "
-      "head_size {} ({} groups of {})\n",
-      g.num_blocks, g.block_size, g.num_kv_heads, g.head_size, layout.groups(),
-      layout.group_size());
+      "  geometry      num_blocks {}, block_size {} tokens, num_kv_heads {}, head_size {} ({})\n",
+      g.num_blocks, g.block_size, g.num_kv_heads, g.head_size,
+      layout.has_scales()
+          ? fmt::format("{} groups of {}", layout.groups(), layout.group_size())
+          : fmt::format("{} bits per element, no scales", layout.descriptor().elem_bits));
   out << fmt::format("  layout        order {}, k_scales {}, v_scales {}\n", meta.at("order"),
                      meta.at("k_scales"), meta.at("v_scales"));
   out << fmt::format("  page_bytes    {}\n", page);
@@ -121,16 +122,21 @@ const Region& region_containing(const std::vector<Region>& regions, uint64_t off
 void print_locate(const Locate& loc, const PageLayout& layout, std::ostream& out) {
   const char* side = loc.side == Side::k ? "K" : "V";
   const uint64_t data = layout.data_offset(loc.side, loc.token, loc.head, loc.group);
-  const uint64_t scale = layout.scale_offset(loc.side, loc.token, loc.head, loc.group);
   const auto regions = layout.regions();
   const Region& dr = region_containing(regions, data);
-  const Region& sr = region_containing(regions, scale);
   const int64_t first = loc.group * layout.group_size();
   out << fmt::format("\nlocate {} token {}, head {}, group {} (elements {}..{} of the head row)\n",
                      side, loc.token, loc.head, loc.group, first, first + layout.group_size() - 1);
   out << fmt::format("  data   page offset {}..{}  ({} + {})\n", data,
                      data + static_cast<uint64_t>(layout.data_bytes_per_group()) - 1, dr.name,
                      data - dr.offset);
+  if (!layout.has_scales()) {
+    out << fmt::format("  scale  none ({} pages have no scale region)\n", layout.format());
+    out << fmt::format("  in the cache, block b: add b * {} (page_bytes)\n", layout.page_bytes());
+    return;
+  }
+  const uint64_t scale = layout.scale_offset(loc.side, loc.token, loc.head, loc.group);
+  const Region& sr = region_containing(regions, scale);
   std::string where;
   {
     // Where the byte sits in the head's [T, S] scale tile: undo the head's share of the side's

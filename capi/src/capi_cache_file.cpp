@@ -1,11 +1,11 @@
-// Cache files through the kvq tool's own code (cache_file.h), so a file the package writes is
-// byte for byte what `kvq write --output` writes, and `kvq read --cache` reads either.
+// Cache files through the io library (kvq/io/cache_file.h), as the kvq tool, so a file the package
+// writes is byte for byte what `kvq write --output` writes, and `kvq read --cache` reads either.
 #include <fmt/format.h>
 
 #include <cstring>
 
-#include "cache_file.h"
 #include "capi_objects.h"
+#include "kvq/io/cache_file.h"
 
 using kvq::capi::guard;
 using kvq::capi::require;
@@ -50,7 +50,7 @@ kvq_capi_status kvq_capi_cache_file_save(const kvq_capi_config* cfg, const char*
     const kvq::TensorView v = kvq::capi::host_cache(cache, *cfg->layout, fn);
     const auto* first = static_cast<const uint8_t*>(v.data);
     std::vector<uint8_t> bytes(first, first + cfg->layout->cache_bytes());
-    kvq::app::save_cache_file(path, *cfg->layout, bytes, k_scale, v_scale);
+    kvq::save_cache_file(path, *cfg->layout, bytes, k_scale, v_scale);
   });
 }
 
@@ -67,7 +67,7 @@ kvq_capi_status kvq_capi_cache_file_load(const kvq_capi_config* cfg, const char*
     require(v_scale, fn, "v_scale");
     require(has_v_scale, fn, "has_v_scale");
     const kvq::TensorView v = kvq::capi::host_cache(cache, *cfg->layout, fn);
-    const kvq::app::CacheFile f = kvq::app::load_cache_file(path, *cfg->layout, cfg->config.source);
+    const kvq::CacheFile f = kvq::load_cache_file(path, *cfg->layout, cfg->config.source);
     std::memcpy(v.data, f.bytes.data(), f.bytes.size());
     *has_k_scale = f.k_scale ? 1 : 0;
     *k_scale = f.k_scale.value_or(0.0f);

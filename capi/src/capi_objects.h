@@ -6,9 +6,9 @@
 #include <utility>
 
 #include "kvq/capi.h"
-#include "kvq/core/config.h"
+#include "kvq/io/config.h"
 #include "kvq/core/kv_cache.h"
-#include "kvq/core/open_backend.h"
+#include "kvq/io/open_backend.h"
 #include "kvq/core/page_layout.h"
 #include "kvq/core/status.h"
 

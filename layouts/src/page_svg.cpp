@@ -72,7 +72,8 @@ double draw_sides(Svg& svg, const PageLayout& layout, const std::vector<Region>&
                   double y, const std::optional<TargetBytes>& target) {
   const PageGeometry& g = layout.geometry();
   const double bar_w = kWidth - 2 * kMargin - 60;
-  const uint64_t side_bytes = regions[2].offset;  // K side = [0, V data)
+  const size_t per_side = regions.size() / 2;  // data (+ scales where the format has them)
+  const uint64_t side_bytes = regions[per_side].offset;  // K side = [0, V data)
   const double px_per_byte = bar_w / static_cast<double>(side_bytes);
   const int64_t units = hnd ? g.num_kv_heads : g.block_size;
   const char* unit = hnd ? "h" : "t";
@@ -87,15 +88,15 @@ double draw_sides(Svg& svg, const PageLayout& layout, const std::vector<Region>&
            12, R"(fill="#555")");
   y += 18;
   for (int side = 0; side < 2; ++side) {
-    const Region& data = regions[2 * side];
-    const Region& scales = regions[2 * side + 1];
+    const Region& data = regions[per_side * static_cast<size_t>(side)];
     const double x0 = kMargin + 60;
     svg.text(kMargin, y + 36, side == 0 ? "K side" : "V side", 14, R"(font-weight="bold")");
-    for (int r = 0; r < 2; ++r) {
-      const Region& reg = r == 0 ? data : scales;
+    for (size_t r = 0; r < per_side; ++r) {
+      const Region& reg = regions[per_side * static_cast<size_t>(side) + r];
       const double x = x0 + static_cast<double>(reg.offset - data.offset) * px_per_byte;
       const double w = static_cast<double>(reg.bytes) * px_per_byte;
-      svg.rect(x, y + 16, w, 34, kRegionFill[2 * side + r], R"(stroke="#222" stroke-width="1")");
+      svg.rect(x, y + 16, w, 34, kRegionFill[2 * static_cast<size_t>(side) + r],
+               R"(stroke="#222" stroke-width="1")");
       // heads / tokens inside the region, where they are at least 2 px apart (a geometry of
       // 65536 heads would otherwise draw 65536 lines no eye can tell apart)
       const double uw = w / static_cast<double>(units);
@@ -125,7 +126,7 @@ double draw_sides(Svg& svg, const PageLayout& layout, const std::vector<Region>&
                  fmt::format(R"(stroke="{}" stroke-width="2")", kTarget));
       };
       mark(target->data, target->data_bytes);
-      mark(target->scale, 1);
+      if (layout.has_scales()) mark(target->scale, 1);
     }
     y += 84;
   }
@@ -233,52 +234,65 @@ std::string draw_page(const PageLayout& layout, int64_t zoom_head,
   }
   const auto regions = layout.regions();
   const auto meta = layout.metadata();
-  if (regions.size() != 4) {
-    throw Error(ErrorCode::invalid_argument,
-                fmt::format("page_svg draws pages of 4 regions (K data, K scales, V data, V "
-                            "scales); this {} layout has {}",
-                            layout.format(), regions.size()));
+  const bool scaled = layout.has_scales();
+  if (regions.size() != (scaled ? 4u : 2u)) {
+    throw Error(ErrorCode::internal, fmt::format("page_svg: a {} page of {} regions: expected {}",
+                                                 layout.format(), regions.size(), scaled ? 4 : 2));
   }
   const bool hnd = get(meta, "order") == "HND";
+  const int64_t row_bytes = g.head_size * layout.descriptor().elem_bits / 8;
   Svg svg;
   double y = 30;
-  svg.text(kMargin, y,
-           fmt::format("{} page: {} bytes   (block_size {} tokens, {} KV heads x head_size {}, "
-                       "{} groups of {})",
-                       layout.format(), layout.page_bytes(), g.block_size, g.num_kv_heads,
-                       g.head_size, layout.groups(), layout.group_size()),
-           18, R"(font-weight="bold")");
+  svg.text(
+      kMargin, y,
+      fmt::format(
+          "{} page: {} bytes   (block_size {} tokens, {} KV heads x head_size {}{})",
+          layout.format(), layout.page_bytes(), g.block_size, g.num_kv_heads, g.head_size,
+          scaled ? fmt::format(", {} groups of {}", layout.groups(), layout.group_size()) : ""),
+      18, R"(font-weight="bold")");
   y += 22;
   svg.text(kMargin, y,
-           fmt::format("order {}, K scales {}, V scales {};  page = [K data | K scales | V data | "
-                       "V scales];  a head row = {} data bytes + {} scale bytes",
-                       get(meta, "order"), get(meta, "k_scales"), get(meta, "v_scales"),
-                       layout.groups() * layout.data_bytes_per_group(), layout.groups()),
+           scaled ? fmt::format("order {}, K scales {}, V scales {};  page = [K data | K scales | "
+                                "V data | V scales];  a head row = {} data bytes + {} scale bytes",
+                                get(meta, "order"), get(meta, "k_scales"), get(meta, "v_scales"),
+                                row_bytes, layout.groups())
+                  : fmt::format("order {};  page = [K data | V data];  a head row = {} bytes, "
+                                "no scales",
+                                get(meta, "order"), row_bytes),
            13);
   y += 34;
   if (target) {
     const PageSvgTarget& w = target->where;
     const char* side = w.side == Side::k ? "K" : "V";
-    const Region& data = regions[w.side == Side::k ? 0 : 2];
-    const Region& scales = regions[w.side == Side::k ? 1 : 3];
-    svg.text(
-        kMargin, y - 8,
-        fmt::format("Target (red): {} token {}, head {}, group {}: data bytes {}..{} ({} + "
-                    "{}), scale byte {} ({} + {})",
-                    side, w.token, w.head, w.group, target->data,
-                    target->data + target->data_bytes - 1, data.name, target->data - data.offset,
-                    target->scale, scales.name, target->scale - scales.offset),
-        13, fmt::format(R"(fill="{}" font-weight="bold")", kTarget));
+    const size_t per_side = regions.size() / 2;
+    const Region& data = regions[w.side == Side::k ? 0 : per_side];
+    std::string scale_text = "no scale byte";
+    if (scaled) {
+      const Region& scales = regions[w.side == Side::k ? 1 : 3];
+      scale_text = fmt::format("scale byte {} ({} + {})", target->scale, scales.name,
+                               target->scale - scales.offset);
+    }
+    svg.text(kMargin, y - 8,
+             fmt::format("Target (red): {} token {}, head {}, {}: data bytes {}..{} ({} + {}), {}",
+                         side, w.token, w.head,
+                         scaled ? fmt::format("group {}", w.group)
+                                : fmt::format("elements {}..{}", w.group * layout.group_size(),
+                                              (w.group + 1) * layout.group_size() - 1),
+                         target->data, target->data + target->data_bytes - 1, data.name,
+                         target->data - data.offset, scale_text),
+             13, fmt::format(R"(fill="{}" font-weight="bold")", kTarget));
     y += 16;
   }
   y = draw_sides(svg, layout, regions, hnd, y, target);
   y += 10;
-  y = draw_zoom(svg, layout, regions, zoom_head, y, target);
-  svg.text(kMargin, y,
-           "linear: scale (t, g) at t*S + g of the head's [T, S] tile.   sm100_swizzled: at "
-           "(t/4)*4*S + 4*g + t%4 -- the 4 tokens' scales of one group form one 32-bit word.",
-           12, R"(fill="#333")");
-  y += 20;
+  if (scaled) {  // the scale tiles: what the arrangements are about
+    y = draw_zoom(svg, layout, regions, zoom_head, y, target);
+    svg.text(kMargin, y,
+             "linear: scale (t, g) at t*S + g of the head's [T, S] tile.   sm100_swizzled: at "
+             "(t/4)*4*S + 4*g + t%4 -- the 4 tokens' scales of one group form one 32-bit word.",
+             12, R"(fill="#333")");
+    y += 20;
+  }
   return fmt::format(R"(<svg xmlns="http://www.w3.org/2000/svg" width="{:.0f}" height="{:.0f}" )"
                      R"(viewBox="0 0 {:.0f} {:.0f}" font-family="DejaVu Sans, Arial, sans-serif">)"
                      "\n"
@@ -307,7 +321,9 @@ std::string page_svg(const PageLayout& layout, const PageSvgTarget& target) {
   t.where = target;
   t.data = layout.data_offset(target.side, target.token, target.head, target.group);
   t.data_bytes = static_cast<uint64_t>(layout.data_bytes_per_group());
-  t.scale = layout.scale_offset(target.side, target.token, target.head, target.group);
+  if (layout.has_scales()) {
+    t.scale = layout.scale_offset(target.side, target.token, target.head, target.group);
+  }
   return draw_page(layout, target.head, t);
 }
 
