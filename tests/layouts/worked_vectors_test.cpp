@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "kvq/layouts/element_quantize.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 
 namespace kvq {
@@ -145,6 +146,47 @@ TEST(WorkedVectors, DequantizeIsCodeTimesScaleTimesKScale) {
   EXPECT_EQ(nvfp4_dequantize(0x8, 0x00, 1.0f), -0.0f);
   EXPECT_TRUE(std::signbit(nvfp4_dequantize(0x8, 0x00, 1.0f)));
   EXPECT_EQ(nvfp4_dequantize(0xf7, 0x38, 1.0f), 6.0f) << "only the low nibble is the code";
+}
+
+}  // namespace
+}  // namespace kvq
+
+namespace kvq {
+namespace {
+
+// docs/format.md "Worked vectors (fp8 and bf16)": x, the scale, and the code each format stores.
+struct ElementVector {
+  float x;
+  float scale;
+  uint8_t e4m3, e5m2;
+  uint16_t bf16;  // scale 1 only
+};
+
+TEST(WorkedVectors, ElementFormatsByteForByte) {
+  const float inf = std::numeric_limits<float>::infinity();
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  const ElementVector vectors[] = {
+      {1.0f, 1.0f, 0x38, 0x3c, 0x3f80},    {-2.5f, 1.0f, 0xc2, 0xc1, 0xc020},
+      {0.3f, 1.0f, 0x2a, 0x35, 0x3e9a},    {448.0f, 1.0f, 0x7e, 0x5f, 0x43e0},
+      {1000.0f, 1.0f, 0x7e, 0x64, 0x447a}, {57344.0f, 1.0f, 0x7e, 0x7b, 0x4760},
+      {-inf, 1.0f, 0xfe, 0xfb, 0xff80},    {0.001f, 1.0f, 0x01, 0x14, 0x3a83},
+      {-0.0f, 1.0f, 0x80, 0x80, 0x8000},   {nan, 1.0f, 0x7f, 0x7f, 0x7fc0},
+      {1.0f, 0.5f, 0x40, 0x40, 0},         {3.0f, 3.0f / 448.0f, 0x7e, 0x5f, 0},
+  };
+  for (const ElementVector& v : vectors) {
+    SCOPED_TRACE(testing::Message() << "x " << v.x << " scale " << v.scale);
+    EXPECT_EQ(ElementCodec<KVQ_FORMAT_FP8_E4M3>::encode(v.x, v.scale), v.e4m3);
+    EXPECT_EQ(ElementCodec<KVQ_FORMAT_FP8_E5M2>::encode(v.x, v.scale), v.e5m2);
+    if (v.scale == 1.0f) {
+      EXPECT_EQ(ElementCodec<KVQ_FORMAT_BF16>::encode(v.x, 1.0f), v.bf16);
+    }
+  }
+  // Decoding: code * scale.
+  EXPECT_EQ(ElementCodec<KVQ_FORMAT_FP8_E4M3>::decode(0x40, 0.5f), 1.0f);
+  EXPECT_EQ(ElementCodec<KVQ_FORMAT_FP8_E4M3>::decode(0x2a, 1.0f), 0.3125f);
+  EXPECT_EQ(ElementCodec<KVQ_FORMAT_FP8_E5M2>::decode(0x35, 1.0f), 0.3125f);
+  EXPECT_EQ(ElementCodec<KVQ_FORMAT_FP8_E4M3>::decode(0x7e, 3.0f / 448.0f), 3.0f);
+  EXPECT_TRUE(std::isnan(ElementCodec<KVQ_FORMAT_FP8_E5M2>::decode(0x7f, 1.0f)));
 }
 
 }  // namespace
