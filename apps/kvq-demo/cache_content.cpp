@@ -19,7 +19,7 @@ void append_head_content(const PageLayout& layout, const uint8_t* cache, int64_t
         for (int64_t s = 0; s < groups; ++s) {
           const uint8_t* data = page + layout.data_offset(side, t, head, s);
           out.insert(out.end(), data, data + data_bytes);
-          out.push_back(page[layout.scale_offset(side, t, head, s)]);
+          if (layout.has_scales()) out.push_back(page[layout.scale_offset(side, t, head, s)]);
         }
       }
     }

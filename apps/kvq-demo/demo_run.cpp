@@ -437,9 +437,9 @@ class DemoRun {
     r.prompt_max = spec_.prompt_tokens[1];
     r.decode_min = spec_.decode_tokens[0];
     r.decode_max = spec_.decode_tokens[1];
-    r.bytes_per_token_nvfp4 = static_cast<double>(r.page_bytes) / static_cast<double>(r.block_size);
+    r.bytes_per_token = static_cast<double>(r.page_bytes) / static_cast<double>(r.block_size);
     r.bytes_per_token_bf16 = static_cast<double>(2 * heads_ * dim_ * 2);
-    r.compression_vs_bf16 = r.bytes_per_token_bf16 / r.bytes_per_token_nvfp4;
+    r.compression_vs_bf16 = r.bytes_per_token_bf16 / r.bytes_per_token;
   }
 
   void finish_numbers(std::chrono::steady_clock::time_point start) {

@@ -63,8 +63,8 @@ void print_report(std::ostream& out, const DemoResult& r) {
     }
   }
   line("memory",
-       fmt::format("{:g} bytes per token in NVFP4 vs {:g} in bf16: {:.2f}x smaller",
-                   r.bytes_per_token_nvfp4, r.bytes_per_token_bf16, r.compression_vs_bf16));
+       fmt::format("{:g} bytes per token in {} vs {:g} in bf16: {:.2f}x smaller", r.bytes_per_token,
+                   r.format, r.bytes_per_token_bf16, r.compression_vs_bf16));
   line("accuracy", fmt::format("K rel L2 error {:.4f}, V rel L2 error {:.4f} (every token written)",
                                r.k_rel_error, r.v_rel_error));
   line("attention",
@@ -120,7 +120,7 @@ nlohmann::ordered_json to_json(const DemoResult& r) {
   j["pages_distinct"] = r.pages_distinct;
   j["pages_reused"] = r.pages_reused;
   j["pages_in_use_at_end"] = r.pages_in_use_at_end;
-  j["bytes_per_token_nvfp4"] = r.bytes_per_token_nvfp4;
+  j["bytes_per_token"] = r.bytes_per_token;
   j["bytes_per_token_bf16"] = r.bytes_per_token_bf16;
   j["compression_vs_bf16"] = r.compression_vs_bf16;
   j["k_rel_error"] = r.k_rel_error;
@@ -221,6 +221,51 @@ void print_timeline(std::ostream& out, const DemoResult& r) {
                  sh.issued_us, sh.end_us);
     }
   }
+}
+
+}  // namespace kvq::demo
+
+namespace kvq::demo {
+
+void print_format_table(std::ostream& out, const std::vector<DemoResult>& results,
+                        uint64_t budget_bytes) {
+  if (results.empty()) return;
+  const DemoResult& first = results.front();
+  fmt::print(out,
+             "kvq-demo --formats: one workload ({} sequences, seed {}, {} tokens written) through "
+             "{} on {}; {} KV heads x head_size {}\n",
+             first.sequences, first.seed, first.tokens_written, first.backend, first.device,
+             first.num_kv_heads, first.head_size);
+  fmt::print(out, "capacity: tokens that fit in {} bytes (the config's cache)\n\n", budget_bytes);
+  fmt::print(out, "  {:<9} {:>9} {:>8} {:>11} {:>8} {:>8} {:>9} {:>10} {:>10} {:>9}\n", "format",
+             "bytes/tok", "vs bf16", "capacity", "K err", "V err", "attn err", "attn cos",
+             "tokens/s", "GB/s in");
+  for (const DemoResult& r : results) {
+    const auto capacity =
+        static_cast<uint64_t>(static_cast<double>(budget_bytes) / r.bytes_per_token);
+    fmt::print(
+        out,
+        "  {:<9} {:>9g} {:>7.2f}x {:>11} {:>8.4f} {:>8.4f} {:>9.4f} {:>10.6f} {:>10} {:>9.3f}\n",
+        r.format, r.bytes_per_token, r.compression_vs_bf16, capacity, r.k_rel_error, r.v_rel_error,
+        r.attention_rel_error, r.attention_cosine, si(r.write_tokens_per_s), r.write_gb_per_s);
+  }
+  fmt::print(out,
+             "\nerrors: relative L2 over every token written; attention: f32 attention on the "
+             "read-back K/V vs on the original rows. Scales: the config's for its own format, 1 "
+             "for the others (bf16 takes none).\n");
+}
+
+nlohmann::ordered_json formats_json(const std::vector<DemoResult>& results, uint64_t budget_bytes) {
+  nlohmann::ordered_json j;
+  j["budget_bytes"] = budget_bytes;
+  j["formats"] = nlohmann::ordered_json::array();
+  for (const DemoResult& r : results) {
+    nlohmann::ordered_json one = to_json(r);
+    one["capacity_tokens"] =
+        static_cast<uint64_t>(static_cast<double>(budget_bytes) / r.bytes_per_token);
+    j["formats"].push_back(one);
+  }
+  return j;
 }
 
 }  // namespace kvq::demo

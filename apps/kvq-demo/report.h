@@ -82,8 +82,8 @@ struct DemoResult {
   int64_t pages_in_use_at_end = 0;
   int64_t blocks_leaked = 0;  // must be 0 (SequenceScheduler::blocks_leaked)
   // Memory per token, exact from the layout.
-  double bytes_per_token_nvfp4 = 0;  // page_bytes / block_size
-  double bytes_per_token_bf16 = 0;   // K and V: 2 * H * D * 2 bytes
+  double bytes_per_token = 0;       // page_bytes / block_size
+  double bytes_per_token_bf16 = 0;  // K and V: 2 * H * D * 2 bytes
   double compression_vs_bf16 = 0;
   // Accuracy over every token written (each sequence read back once, at finish or at the end).
   double k_rel_error = 0, v_rel_error = 0;
@@ -106,12 +106,19 @@ struct DemoResult {
 void print_report(std::ostream& out, const DemoResult& r);
 
 // The keys of issue 8 (backend, device, tokens_written, pages_used, pages_total,
-// bytes_per_token_nvfp4, bytes_per_token_bf16, compression_vs_bf16, k_rel_error, v_rel_error,
+// bytes_per_token, bytes_per_token_bf16, compression_vs_bf16, k_rel_error, v_rel_error,
 // attention_rel_error, attention_cosine, write_tokens_per_s, write_gb_per_s, wall_s), plus
 // blocks_leaked, verify_differing_bytes with --verify, cache_fnv1a64, shards (per shard: device,
 // device_name, kv_heads [begin, end), pages_used, page_bytes, bytes_used, cache_bytes,
 // head_fnv1a64), and timeline with --timeline.
 nlohmann::ordered_json to_json(const DemoResult& r);
+
+// --formats: one line per format (bytes per token, capacity in tokens of `budget_bytes`, K/V
+// error, attention error and cosine, write throughput), and the same as JSON
+// ({"budget_bytes", "formats": [to_json(r) + "capacity_tokens", ...]}).
+void print_format_table(std::ostream& out, const std::vector<DemoResult>& results,
+                        uint64_t budget_bytes);
+nlohmann::ordered_json formats_json(const std::vector<DemoResult>& results, uint64_t budget_bytes);
 
 // The --timeline section for people: a summary and the largest writes' timestamps per shard.
 void print_timeline(std::ostream& out, const DemoResult& r);

@@ -46,7 +46,7 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
                                          "pages_distinct",
                                          "pages_reused",
                                          "pages_in_use_at_end",
-                                         "bytes_per_token_nvfp4",
+                                         "bytes_per_token",
                                          "bytes_per_token_bf16",
                                          "compression_vs_bf16",
                                          "k_rel_error",
@@ -82,7 +82,7 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
   EXPECT_NE(j["device"].get<std::string>().find("CPU"), std::string::npos) << j["device"];
   // Exactly from the page layout: page = 2 sides x H x T x (D/2 data + D/16 scale bytes).
   const double page_bytes = 2.0 * kHeads * kBlockSize * (kHeadSize / 2 + kHeadSize / 16);
-  EXPECT_EQ(j["bytes_per_token_nvfp4"].get<double>(), page_bytes / kBlockSize);
+  EXPECT_EQ(j["bytes_per_token"].get<double>(), page_bytes / kBlockSize);
   EXPECT_EQ(j["bytes_per_token_bf16"].get<double>(), 2.0 * kHeads * kHeadSize * 2);
   EXPECT_EQ(j["compression_vs_bf16"].get<double>(), 256.0 / 72.0);
   EXPECT_GT(j["k_rel_error"].get<double>(), 0.05);
@@ -196,6 +196,37 @@ TEST_F(DemoTest, SameSeedSameNumbers) {
   EXPECT_NE(a["tokens_written"], c["tokens_written"]);
   const json d = run_json({"--config", cfg, "--seed", "8"}, "d.json");
   EXPECT_EQ(without_timings(c), without_timings(d));
+}
+
+// --formats: one workload through each format, one table, the numbers per format in the JSON.
+// bf16 reads back exactly; fp8 and nvfp4 hold 2x and 3.56x the tokens of bf16 in the same memory,
+// each with a larger error than the one before.
+TEST_F(DemoTest, FormatsRunsTheSameWorkloadThroughEachFormat) {
+  const json j = run_json({"--config", data("demo_tiny.yaml").string(), "--formats",
+                           "bf16,fp8_e4m3,nvfp4", "--verify"});
+  ASSERT_EQ(j["formats"].size(), 3u);
+  const json& bf16 = j["formats"][0];
+  const json& fp8 = j["formats"][1];
+  const json& nvfp4 = j["formats"][2];
+  EXPECT_EQ(bf16["cache"]["format"], "bf16");
+  EXPECT_EQ(fp8["cache"]["format"], "fp8_e4m3");
+  EXPECT_EQ(nvfp4["cache"]["format"], "nvfp4");
+  EXPECT_EQ(bf16["tokens_written"], nvfp4["tokens_written"]);
+  EXPECT_EQ(bf16["k_rel_error"].get<double>(), 0.0);
+  EXPECT_EQ(bf16["attention_cosine"].get<double>(), 1.0);
+  EXPECT_GT(fp8["k_rel_error"].get<double>(), 0.0);
+  EXPECT_LT(fp8["k_rel_error"].get<double>(), nvfp4["k_rel_error"].get<double>());
+  EXPECT_EQ(fp8["capacity_tokens"].get<int64_t>(), 2 * bf16["capacity_tokens"].get<int64_t>());
+  EXPECT_EQ(fp8["bytes_per_token"].get<double>(), 2.0 * kHeads * kHeadSize);
+  EXPECT_GT(nvfp4["capacity_tokens"].get<int64_t>(), 3 * bf16["capacity_tokens"].get<int64_t>());
+  for (const json& f : j["formats"]) EXPECT_EQ(f["verify_differing_bytes"], 0);
+
+  const Outcome bad = run({"--config", data("demo_tiny.yaml").string(), "--formats", "fp8"});
+  EXPECT_EQ(bad.status, 2);
+  EXPECT_NE(bad.err.find("--formats: unknown format 'fp8': expected a comma-separated list of "
+                         "nvfp4, fp8_e4m3, fp8_e5m2, bf16"),
+            std::string::npos)
+      << bad.err;
 }
 
 TEST_F(DemoTest, VerifyAgainstReferenceCpu) {
