@@ -62,9 +62,9 @@ void print_report(std::ostream& out, const DemoResult& r) {
                        sh.cache_bytes));
     }
   }
-  line("memory",
-       fmt::format("{:g} bytes per token in {} vs {:g} in bf16: {:.2f}x smaller", r.bytes_per_token,
-                   r.format, r.bytes_per_token_bf16, r.compression_vs_bf16));
+  line("memory", fmt::format("{:g} bytes per token in {} vs {:g} in bf16: {:.2f}x smaller",
+                             r.bytes_per_token, r.format == "nvfp4" ? "NVFP4" : r.format,
+                             r.bytes_per_token_bf16, r.compression_vs_bf16));
   line("accuracy", fmt::format("K rel L2 error {:.4f}, V rel L2 error {:.4f} (every token written)",
                                r.k_rel_error, r.v_rel_error));
   line("attention",
