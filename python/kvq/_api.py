@@ -210,9 +210,10 @@ _READ_WRITABLE = (False, False, True, True)
 class Writer:
     """Quantizes key/value rows into a cache (kvq::KVCacheWriter). Thread-safe."""
 
-    def __init__(self, handle: int, backend: str) -> None:
+    def __init__(self, handle: int, backend: str, format: str = "") -> None:
         self._handle = ctypes.c_void_p(handle)
         self._backend = backend
+        self._format = format
         self._device = lib.kvq_capi_writer_device(self._handle).decode()
 
     def __del__(self) -> None:
@@ -229,6 +230,11 @@ class Writer:
     def device(self) -> str:
         """Where its tensors must live: "cpu" or "cuda:N"."""
         return self._device
+
+    @property
+    def format(self) -> str:
+        """The cache format it writes: "nvfp4", "fp8_e4m3", "fp8_e5m2" or "bf16"."""
+        return self._format
 
     def write(
         self,
@@ -375,7 +381,7 @@ class Backend:
         """A writer for the config's cache on the backend's device."""
         out = ctypes.c_void_p()
         check(lib.kvq_capi_writer_create(self._handle, ctypes.byref(out)))
-        return Writer(out.value, self.name)
+        return Writer(out.value, self.name, self._cfg.format)
 
     def reader(self) -> Reader:
         """A reader for the config's cache on the backend's device."""

@@ -150,7 +150,15 @@ def combined_cache(key_cache: torch.Tensor, value_cache: torch.Tensor) -> torch.
     return key_cache.as_strided((blocks, 2 * side), (2 * side, 1))
 
 
-_FORMATS = ("nvfp4",)
+# vLLM's kv_cache_dtype words -> kvq's cache formats ("auto" keeps the model's bf16).
+_FORMATS = {
+    "nvfp4": "nvfp4",
+    "fp8": "fp8_e4m3",
+    "fp8_e4m3": "fp8_e4m3",
+    "fp8_e5m2": "fp8_e5m2",
+    "bf16": "bf16",
+    "auto": "bf16",
+}
 
 
 @torch.library.custom_op(
@@ -167,9 +175,11 @@ def _reshape_and_cache_flash(
     v_scale: torch.Tensor,
     writer: int,
 ) -> None:
-    if kv_cache_dtype not in _FORMATS:
+    w = _writer(writer)
+    if _FORMATS.get(kv_cache_dtype) != w.format:
         raise InvalidArgumentError(
-            f"kv_cache_dtype '{kv_cache_dtype}': expected {' or '.join(_FORMATS)} (what kvq writes)"
+            f"kv_cache_dtype '{kv_cache_dtype}': expected one naming the writer's format "
+            f"{w.format} ({', '.join(k for k, v in _FORMATS.items() if v == w.format)})"
         )
     cache = combined_cache(key_cache, value_cache)
     _writer(writer).write(key, value, cache, slot_mapping, k_scale, v_scale)
@@ -210,7 +220,8 @@ def reshape_and_cache_flash_for(writer: Writer) -> Callable[..., None]:
     slot_mapping, kv_cache_dtype, k_scale, v_scale)`` arguments, writing with ``writer``:
     key/value [num_tokens, num_kv_heads, head_size]; key_cache/value_cache split_cache's halves
     of kvq's cache (or the cache twice); slot_mapping [num_tokens] (< 0: padding);
-    kv_cache_dtype the writer's format ("nvfp4"); k_scale/v_scale dequantization scales as
+    kv_cache_dtype naming the writer's format (vLLM's words: "nvfp4", "fp8" / "fp8_e4m3",
+    "fp8_e5m2", "auto" / "bf16"); k_scale/v_scale dequantization scales as
     float32 tensors of one element (read on the device: CUDA graphs replay current values) or
     floats."""
     wid = register(writer) if id(writer) not in _writers else id(writer)

@@ -237,3 +237,38 @@ def test_cache_file_layout_checked(tmp_path, cfg):
         kvq.load_cache_file(path, other)
     with pytest.raises(ValueError, match="cache: "):
         kvq.save_cache_file(path, cfg, np.zeros((3, 3), np.uint8))
+
+
+FP8_YAML = """
+backend: reference_cpu
+cache:
+  format: {fmt}
+  num_blocks: 4
+  block_size: 16
+  num_kv_heads: 2
+  head_size: 64
+"""
+
+
+@pytest.mark.parametrize(
+    "fmt,one",
+    [("fp8_e4m3", b"\x38"), ("fp8_e5m2", b"\x3c"), ("bf16", b"\x80\x3f")],
+)
+def test_element_formats_write_their_codes(fmt, one):
+    """A YAML string config in each per-element format: ones become the format's code for 1
+    (docs/format.md's worked vectors), K rows first in the HND page, V rows after the K side."""
+    cfg = kvq.load_config(FP8_YAML.format(fmt=fmt))
+    w = kvq.open_backend(cfg).writer()
+    assert w.format == fmt
+    cache = kvq.allocate_cache(cfg)
+    key = np.ones((1, 2, 64), np.float32)
+    w.write(key, key, cache, np.array([17], np.int64))
+    row = 64 * len(one)
+    page = cache[1].tobytes()  # slot 17 = block 1, token 1
+    side = len(page) // 2
+    assert page[row : 2 * row] == one * 64  # K, head 0, token 1 (HND: h * 16 + t)
+    assert page[side + row : side + 2 * row] == one * 64
+    assert kvq.page_bytes(cfg) == 2 * 16 * 2 * row
+    if fmt == "bf16":
+        with pytest.raises(ValueError, match="bf16 pages are not scaled"):
+            w.write(key, key, cache, np.array([3], np.int64), k_scale=0.5)
