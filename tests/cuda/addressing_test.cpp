@@ -75,7 +75,7 @@ TEST(Addressing, OtherFormatsAreRefusedAtTheFormatKey) {
   const Status s = make_page_addressing(d, &p);
   EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
   EXPECT_EQ(s.key(), "cache.format");
-  EXPECT_EQ(s.message(), "cuda writes nvfp4 pages, not fp8_e4m3");
+  EXPECT_EQ(s.message(), "the NVFP4 kernels take nvfp4 pages, not fp8_e4m3");
 }
 
 TEST(FastDivmod, EqualsIntegerDivision) {

@@ -4,6 +4,7 @@
 
 #include <cstdlib>
 #include <filesystem>
+#include <utility>
 
 #include "kvq/core/registry.h"
 #include "kvq/core/status.h"
@@ -28,7 +29,7 @@ TEST(CudaNvfp4Plugin, LoadsAndProbes) {
     if (p.name == "cuda") info = &p;
   }
   ASSERT_NE(info, nullptr);
-  EXPECT_EQ(info->formats, "nvfp4");
+  EXPECT_EQ(info->formats, "nvfp4,fp8_e4m3,fp8_e5m2,bf16");
   EXPECT_EQ(info->layouts, "HND,NHD x linear,sm100_swizzled");
   EXPECT_FALSE(info->reason.empty());
   std::cout << "cuda: " << (info->available ? "available" : "unavailable") << ": " << info->reason
@@ -51,6 +52,18 @@ TEST(CudaNvfp4Plugin, LoadsAndProbes) {
     ASSERT_TRUE(writer);
     EXPECT_EQ(writer->device(), Device::cuda(0));
     EXPECT_EQ(writer->layout().page_bytes(), 2u * 2 * 16 * (64 + 8));
+    // The per-element formats: a writer and a reader each ([K data | V data], no scales).
+    for (const auto& [format, bytes] :
+         {std::pair{"fp8_e4m3", 128u}, std::pair{"fp8_e5m2", 128u}, std::pair{"bf16", 256u}}) {
+      BackendOptions e = o;
+      e.cache.format = format;
+      e.cache.layout.k_scales.clear();  // no scale region to arrange
+      e.cache.layout.v_scales.clear();
+      auto w = b.make_writer(e);
+      ASSERT_TRUE(w) << format;
+      EXPECT_EQ(w->layout().page_bytes(), 2u * 2 * 16 * bytes) << format;
+      EXPECT_TRUE(b.make_reader(e)) << format;
+    }
   }
 }
 

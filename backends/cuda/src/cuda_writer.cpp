@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "cuda_util.h"
+#include "element_kernels.h"
 #include "kvq/core/contract.h"
 #include "kvq/core/logging.h"
 #include "kvq/core/scale_rule.h"
@@ -65,11 +66,18 @@ Status check_stream(StreamBook& book, cudaStream_t stream, int capturing, int or
   return Status::ok();
 }
 
-// Opens the device and the layout shared by writer and reader.
-void open_common(const PageLayout& page, const std::optional<Device>& device, DeviceInfo* info,
-                 std::unique_ptr<PageLayout>* layout, PageAddressing* addressing) {
+// Opens the device and the layout shared by writer and reader: nvfp4 addressing, or for a
+// per-element format (*element = true) its page in chunks of `chunk_elems`.
+void open_common(const PageLayout& page, const std::optional<Device>& device, uint32_t chunk_elems,
+                 DeviceInfo* info, std::unique_ptr<PageLayout>* layout, bool* element,
+                 PageAddressing* addressing, ElementPage* element_page) {
   int ordinal = 0;
-  throw_if_error(make_page_addressing(page.descriptor(), addressing));
+  *element = is_element_format(page.descriptor().format);
+  if (*element) {
+    throw_if_error(make_element_page(page.descriptor(), chunk_elems, element_page));
+  } else {
+    throw_if_error(make_page_addressing(page.descriptor(), addressing));
+  }
   throw_if_error(resolve_device(device, &ordinal));
   throw_if_error(open_device(ordinal, info));
   *layout = std::make_unique<PageLayout>(page);
@@ -103,7 +111,8 @@ Status CudaNvfp4Writer::create(const PageLayout& layout, const std::optional<Dev
                                CudaNvfp4Writer** out) noexcept {
   return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Writer> w(new CudaNvfp4Writer());
-    open_common(layout, device, &w->info_, &w->layout_, &w->addressing_);
+    open_common(layout, device, chunk_elements(layout.descriptor().format), &w->info_, &w->layout_,
+                &w->element_, &w->addressing_, &w->element_page_);
     w->needs_ = write_requirements(w->info_.ordinal);
     DeviceGuard guard(w->info_.ordinal);
     if (guard.error() != cudaSuccess) {
@@ -115,7 +124,10 @@ Status CudaNvfp4Writer::create(const PageLayout& layout, const std::optional<Dev
     }
     w->counters_ = static_cast<WriteCounters*>(counters);
     if (auto err = static_cast<cudaError_t>(
-            preload_write_kernels(w->info_.use_hw_e2m1, w->info_.num_sms, &w->size_bars_));
+            w->element_
+                ? preload_element_write_kernels(layout.descriptor().format, w->info_.num_sms,
+                                                &w->element_bars_)
+                : preload_write_kernels(w->info_.use_hw_e2m1, w->info_.num_sms, &w->size_bars_));
         err != cudaSuccess) {
       throw Error(
           cuda_status(err, "cudaFuncGetAttributes (loading the write kernels)", w->info_.ordinal));
@@ -149,14 +161,28 @@ Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
 Status CudaNvfp4Writer::write_checked(const WriteArgs& args) noexcept {
   try {
     WriteKernelDesc desc;
+    ElementWriteDesc element_desc;
     InputType input;
-    if (Status st = plan_write(args, layout_->descriptor(), addressing_, size_bars_, &desc, &input);
-        !st) {
-      return st;
+    uint32_t items = 0;
+    if (element_) {
+      if (Status st = plan_element_write(args, layout_->descriptor(), element_page_, element_bars_,
+                                         &element_desc, &input);
+          !st) {
+        return st;
+      }
+      items = element_desc.page.items;
+      element_desc.counters = counters_;
+    } else {
+      if (Status st =
+              plan_write(args, layout_->descriptor(), addressing_, size_bars_, &desc, &input);
+          !st) {
+        return st;
+      }
+      items = desc.page.items;
+      desc.counters = counters_;
+      desc.use_hw_e2m1 = info_.use_hw_e2m1 ? 1 : 0;
     }
-    if (desc.page.items == 0) return Status::ok();
-    desc.counters = counters_;
-    desc.use_hw_e2m1 = info_.use_hw_e2m1 ? 1 : 0;
+    if (items == 0) return Status::ok();
     const int ordinal = info_.ordinal;
     DeviceGuard guard(ordinal);
     if (guard.error() != cudaSuccess) return cuda_status(guard.error(), "cudaSetDevice", ordinal);
@@ -168,7 +194,11 @@ Status CudaNvfp4Writer::write_checked(const WriteArgs& args) noexcept {
       return st;
     }
     if (Status st =
-            launch_write(desc, input, write_launch_shape(desc, info_.num_sms), stream, ordinal);
+            element_ ? launch_element_write(element_desc, input,
+                                            element_write_launch_shape(element_desc, info_.num_sms),
+                                            stream, ordinal)
+                     : launch_write(desc, input, write_launch_shape(desc, info_.num_sms), stream,
+                                    ordinal);
         !st) {
       return st;
     }
@@ -224,15 +254,20 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
     const unsigned long long refused = now.unusable_scale_tokens - taken_.unusable_scale_tokens;
     taken_ = now;
     if (refused != 0) {
-      const auto side = static_cast<unsigned>(now.last_unusable_scale >> 32);
+      // (head + 1) << 33 | side << 32 | bits; head + 1 = 0 for a per-tensor scale.
+      const auto side = static_cast<unsigned>((now.last_unusable_scale >> 32) & 1u);
+      const auto head = now.last_unusable_scale >> kUnusableScaleHeadShift;
       const auto bits = static_cast<uint32_t>(now.last_unusable_scale);
       float scale;
       std::memcpy(&scale, &bits, sizeof scale);
+      const std::string name =
+          head == 0 ? std::string(side == 0 ? "*k_scale_ptr" : "*v_scale_ptr")
+                    : fmt::format("{}_head_scales[{}]", side == 0 ? "k" : "v", head - 1);
       throw Error(
           ErrorCode::invalid_argument,
           fmt::format("{} token(s) since the last take were not written: their write's device "
                       "scale broke the rule (the last: {})",
-                      refused, scale_refusal(side == 0 ? "*k_scale_ptr" : "*v_scale_ptr", scale)));
+                      refused, scale_refusal(name, scale)));
     }
   });
 }
@@ -251,13 +286,17 @@ Status CudaNvfp4Reader::create(const PageLayout& layout, const std::optional<Dev
                                CudaNvfp4Reader** out) noexcept {
   return catch_as_status([&] {
     std::unique_ptr<CudaNvfp4Reader> r(new CudaNvfp4Reader());
-    open_common(layout, device, &r->info_, &r->layout_, &r->addressing_);
+    open_common(layout, device, kReadChunkElements, &r->info_, &r->layout_, &r->element_,
+                &r->addressing_, &r->element_page_);
     r->needs_ = read_requirements(r->info_.ordinal);
     DeviceGuard guard(r->info_.ordinal);
     if (guard.error() != cudaSuccess) {
       throw Error(cuda_status(guard.error(), "cudaSetDevice", r->info_.ordinal));
     }
-    if (auto err = static_cast<cudaError_t>(preload_read_kernel()); err != cudaSuccess) {
+    if (auto err = static_cast<cudaError_t>(
+            r->element_ ? preload_element_read_kernel(layout.descriptor().format)
+                        : preload_read_kernel());
+        err != cudaSuccess) {
       throw Error(
           cuda_status(err, "cudaFuncGetAttributes (loading the read kernel)", r->info_.ordinal));
     }
@@ -273,17 +312,31 @@ Status CudaNvfp4Reader::read(const ReadArgs& args) noexcept {
 Status CudaNvfp4Reader::read_checked(const ReadArgs& args) noexcept {
   try {
     ReadKernelDesc desc;
-    if (Status st = plan_read(args, layout_->descriptor(), addressing_, &desc); !st) {
-      return st;
+    ElementReadDesc element_desc;
+    uint32_t items = 0;
+    if (element_) {
+      if (Status st = plan_element_read(args, layout_->descriptor(), element_page_, &element_desc);
+          !st) {
+        return st;
+      }
+      items = element_desc.page.items;
+    } else {
+      if (Status st = plan_read(args, layout_->descriptor(), addressing_, &desc); !st) {
+        return st;
+      }
+      items = desc.page.items;
     }
-    if (desc.page.items == 0) return Status::ok();
+    if (items == 0) return Status::ok();
     const int ordinal = info_.ordinal;
     DeviceGuard guard(ordinal);
     if (guard.error() != cudaSuccess) return cuda_status(guard.error(), "cudaSetDevice", ordinal);
     auto stream = static_cast<cudaStream_t>(args.stream);
     StreamBook::Entry* entry = nullptr;
     if (Status st = check_stream(streams_, stream, -1, ordinal, &entry); !st) return st;
-    return launch_read(desc, read_launch_shape(desc.page.items), stream, ordinal);
+    if (element_) {
+      return launch_element_read(element_desc, element_read_launch_shape(items), stream, ordinal);
+    }
+    return launch_read(desc, read_launch_shape(items), stream, ordinal);
   } catch (...) {
     return catch_as_status([] { throw; });
   }

@@ -1,6 +1,8 @@
 #pragma once
 // The cuda KVCacheWriter and KVCacheReader: device tensors in, pages out, on the caller's
 // stream (WriteArgs::stream, a cudaStream_t; null = the legacy default stream of the device).
+// nvfp4 pages go to the NVFP4 kernels (write_kernel.cu, read_kernel.cu), fp8_e4m3, fp8_e5m2 and
+// bf16 pages to the per-element ones (element_*.cu); the page format decides once, at creation.
 // A write is checked on the host (the contract, kvq/core/contract.h, with write_requirements),
 // fills one descriptor and launches one kernel: no host sync, no
 // allocation, no lock. Out-of-range slots are skipped and counted in device counters allocated
@@ -22,6 +24,7 @@
 #include <optional>
 
 #include "cuda_util.h"
+#include "element_plan.h"
 #include "kernel_desc.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/page_layout.h"
@@ -57,9 +60,12 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   DeviceInfo info_;
   kvq_requirements needs_{};  // write_requirements / read_requirements of info_.ordinal
   std::unique_ptr<PageLayout> layout_;
-  PageAddressing addressing_{};
+  bool element_ = false;               // a per-element page format: element_page_, not addressing_
+  PageAddressing addressing_{};        // nvfp4
+  ElementPage element_page_{};         // fp8_e4m3, fp8_e5m2, bf16 (writer chunks)
   WriteCounters* counters_ = nullptr;  // device
   WriteSizeBars size_bars_;            // thread mapping by write size (plan_write)
+  ElementWriteBars element_bars_;      // the same for the per-element kernel
 
   // Streams seen (their device) and those direct writes used since the last take.
   StreamBook streams_;
@@ -93,8 +99,10 @@ class CudaNvfp4Reader final : public KVCacheReader {
   DeviceInfo info_;
   kvq_requirements needs_{};  // write_requirements / read_requirements of info_.ordinal
   std::unique_ptr<PageLayout> layout_;
+  bool element_ = false;
   PageAddressing addressing_{};
-  StreamBook streams_;  // the device of each stream seen
+  ElementPage element_page_{};  // reader chunks (kReadChunkElements)
+  StreamBook streams_;          // the device of each stream seen
 };
 
 }  // namespace kvq::cuda

@@ -1,6 +1,7 @@
-// The cuda plugin's one exported entry (kvq_plugin_entry): NVFP4 pages written and read by
-// CUDA kernels on Hopper (sm_90a, software E2M1) and Blackwell (sm_100a, hardware E2M1), behind
-// the C boundary (kvq/abi/plugin.h). The objects are the static library's, which the tests link.
+// The cuda plugin's one exported entry (kvq_plugin_entry): nvfp4, fp8_e4m3, fp8_e5m2 and bf16
+// pages written and read by CUDA kernels on Hopper (sm_90a, software E2M1) and Blackwell
+// (sm_100a, hardware E2M1), behind the C boundary (kvq/abi/plugin.h). The objects are the static
+// library's, which the tests link.
 #include <memory>
 #include <string>
 #include <vector>
@@ -144,7 +145,7 @@ const kvq_plugin* entry() {
       sizeof(kvq_plugin),
       "cuda",
       KVQ_VERSION_STRING,
-      "nvfp4",
+      "nvfp4,fp8_e4m3,fp8_e5m2,bf16",
       "HND,NHD x linear,sm100_swizzled",
       "bf16,f16,f32",
       &init,

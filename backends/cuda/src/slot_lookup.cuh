@@ -27,8 +27,9 @@ __device__ __forceinline__ int64_t load_slot(const void* slots, int32_t slots_ar
 }
 
 // For 0 <= slot < num_slots. kFitsU31: the caller knows p.slots_fit_u31 (no run-time test).
-template <bool kFitsU31 = false>
-__device__ __forceinline__ void split_slot(const PageAddressing& p, int64_t slot, uint64_t& page,
+// Page: PageAddressing or ElementPage (both hold slots_fit_u31, block_div and block_size).
+template <bool kFitsU31 = false, class Page>
+__device__ __forceinline__ void split_slot(const Page& p, int64_t slot, uint64_t& page,
                                            uint32_t& token_in_page) {
   if (kFitsU31 || p.slots_fit_u31) {
     uint32_t q, r;

@@ -74,14 +74,14 @@ kvq_requirements write_requirements(int ordinal) {
           (1u << static_cast<uint32_t>(DType::f32)),
       kVectorBytes,
       KVQ_REQ_LAST_DIM_CONTIGUOUS | KVQ_REQ_SLOTS_CONTIGUOUS | KVQ_REQ_DEVICE_SLOTS |
-          KVQ_REQ_DEVICE_SCALES,
+          KVQ_REQ_DEVICE_SCALES | KVQ_REQ_HEAD_SCALES,
   };
 }
 
 Status make_page_addressing(const kvq_page_desc& page, PageAddressing* out) {
   if (page.format != KVQ_FORMAT_NVFP4) {
     return {ErrorCode::invalid_argument,
-            fmt::format("cuda writes nvfp4 pages, not {}", kvq_format_name(page.format)),
+            fmt::format("the NVFP4 kernels take nvfp4 pages, not {}", kvq_format_name(page.format)),
             "cache.format"};
   }
   // kvq_page_desc_init keeps a page below 2^32 bytes, so each size below is < 2^31 or the page

@@ -11,7 +11,8 @@ namespace kvq::cuda {
 
 // What cuda needs beyond the contract, for a writer or reader on cuda:`ordinal`: every
 // tensor there, head rows contiguous and 16-byte aligned (16-byte vector loads and stores),
-// slots contiguous; slots and scales may be device values (counted and checked by the kernels).
+// slots contiguous; slots and scales may be device values (counted and checked by the kernels),
+// fp8 pages per-head scales too (the contract refuses them for other formats).
 // Built once per writer or reader (which keeps it): no lookup on the write path.
 kvq_requirements write_requirements(int ordinal);
 inline kvq_requirements read_requirements(int ordinal) {
@@ -19,7 +20,8 @@ inline kvq_requirements read_requirements(int ordinal) {
 }
 
 // The layout part of PageAddressing (everything but `items`), built once per writer/reader from
-// the page descriptor. Refuses a format other than nvfp4 (key cache.format).
+// the page descriptor. Refuses a format other than nvfp4 (key cache.format): the per-element
+// formats have their own (element_plan.h).
 Status make_page_addressing(const kvq_page_desc& page, PageAddressing* out);
 
 // Fills everything in `desc` except counters and use_hw_e2m1 (the writer's own); refuses only a
