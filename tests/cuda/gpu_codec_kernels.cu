@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "element_codec.cuh"
 #include "gpu_codec_kernels.h"
 #include "group_quantize.cuh"
 #include "kvq/layouts/nvfp4_codec.h"
@@ -72,6 +73,41 @@ __global__ void exhaustive_e4m3_kernel(ExhaustiveResult* r) {
     }
   }
   report(r, checked, bad, first);
+}
+
+template <int Format>
+__global__ void exhaustive_fp8_pairs_kernel(ExhaustiveResult* r) {
+  unsigned long long bad = 0, checked = 0;
+  uint32_t first = 0xFFFFFFFFu;
+  const uint64_t n = uint64_t{1} << 32;
+  for (uint64_t i = blockIdx.x * uint64_t{blockDim.x} + threadIdx.x; i < n;
+       i += uint64_t{gridDim.x} * blockDim.x) {
+    const auto bits = static_cast<uint32_t>(i);
+    const float x = __uint_as_float(bits), y = __uint_as_float(~bits);
+    const uint32_t pair = fp8x2_encode<Format>(x, y);
+    const uint32_t want_x =
+        Format == KVQ_FORMAT_FP8_E4M3 ? kvq::e4m3_from_float(x) : kvq::e5m2_from_float(x);
+    const uint32_t want_y =
+        Format == KVQ_FORMAT_FP8_E4M3 ? kvq::e4m3_from_float(y) : kvq::e5m2_from_float(y);
+    checked += 2;
+    if ((pair & 0xFFu) != want_x) {  // x in the low lane
+      ++bad;
+      first = min(first, bits);
+    }
+    if ((pair >> 8) != want_y) {  // ~x in the high lane
+      ++bad;
+      first = min(first, ~bits);
+    }
+  }
+  report(r, checked, bad, first);
+}
+
+template <int Format>
+__global__ void element_decode_kernel(const float* scales, int n, uint32_t codes, uint32_t* out) {
+  const uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= codes * static_cast<uint32_t>(n)) return;
+  const uint32_t code = i % codes;
+  out[i] = __float_as_uint(decode_element<Format>(code, scales[i / codes]));
 }
 
 // Every positive float with exponent field 1..252, the in-window reciprocal's whole domain.
@@ -166,6 +202,43 @@ int exhaustive_e4m3(ExhaustiveResult* out) {
       +[](ExhaustiveResult* r) { exhaustive_e4m3_kernel<<<4096, 256>>>(r); }, out);
 }
 
+int exhaustive_fp8_pairs(int format, ExhaustiveResult* out) {
+  return run_exhaustive(
+      format == KVQ_FORMAT_FP8_E4M3
+          ? +[](ExhaustiveResult*
+                    r) { exhaustive_fp8_pairs_kernel<KVQ_FORMAT_FP8_E4M3><<<4096, 256>>>(r); }
+          : +[](ExhaustiveResult*
+                    r) { exhaustive_fp8_pairs_kernel<KVQ_FORMAT_FP8_E5M2><<<4096, 256>>>(r); },
+      out);
+}
+
+int element_decode_all(int format, const float* scales, int n, uint32_t* out) {
+  const uint32_t codes = format == KVQ_FORMAT_BF16 ? 65536u : 256u;
+  DevicePtr<float> s;
+  DevicePtr<uint32_t> res;
+  const size_t out_bytes = size_t{codes} * static_cast<size_t>(n) * sizeof(uint32_t);
+  if (cudaError_t e = cudaMalloc(&s.p, static_cast<size_t>(n) * sizeof(float)); e != cudaSuccess)
+    return e;
+  if (cudaError_t e = cudaMalloc(&res.p, out_bytes); e != cudaSuccess) return e;
+  if (cudaError_t e =
+          cudaMemcpy(s.p, scales, static_cast<size_t>(n) * sizeof(float), cudaMemcpyHostToDevice);
+      e != cudaSuccess)
+    return e;
+  const uint32_t total = codes * static_cast<uint32_t>(n);
+  const unsigned blocks = (total + 255) / 256;
+  switch (format) {
+    case KVQ_FORMAT_FP8_E4M3:
+      element_decode_kernel<KVQ_FORMAT_FP8_E4M3><<<blocks, 256>>>(s.p, n, codes, res.p);
+      break;
+    case KVQ_FORMAT_FP8_E5M2:
+      element_decode_kernel<KVQ_FORMAT_FP8_E5M2><<<blocks, 256>>>(s.p, n, codes, res.p);
+      break;
+    default: element_decode_kernel<KVQ_FORMAT_BF16><<<blocks, 256>>>(s.p, n, codes, res.p);
+  }
+  if (cudaError_t e = cudaGetLastError(); e != cudaSuccess) return e;
+  return cudaMemcpy(out, res.p, out_bytes, cudaMemcpyDeviceToHost);
+}
+
 int e4m3_decode_all(uint32_t* out256) {
   DevicePtr<uint32_t> d;
   if (cudaError_t e = cudaMalloc(&d.p, 256 * sizeof(uint32_t)); e != cudaSuccess) return e;
@@ -218,7 +291,7 @@ __global__ void empty_kernel_280(const __grid_constant__ Param280 p) {
 // (programmatic dependent launch, as the write does), reads 64 consecutive bytes, writes 16 of
 // them combined. No quantization; the bytes a decode write moves, nothing else. kPrefetch: the
 // thread first prefetches its 64 bytes into L2 before the wait, as small writes do (v12).
-template <bool kPrefetch>
+template <bool kPrefetch, int kOut = 1>
 __global__ void stand_in_kernel(const uint4* __restrict__ src, uint4* __restrict__ dst,
                                 uint32_t threads) {
   const uint32_t t = blockIdx.x * blockDim.x + threadIdx.x;
@@ -234,8 +307,22 @@ __global__ void stand_in_kernel(const uint4* __restrict__ src, uint4* __restrict
   uint4 v[4];
 #pragma unroll
   for (int k = 0; k < 4; ++k) v[k] = __ldg(src + 4 * t + k);
-  __stcs(dst + t, make_uint4(v[0].x ^ v[1].x ^ v[2].x ^ v[3].x, v[0].y ^ v[1].y ^ v[2].y ^ v[3].y,
-                             v[0].z ^ v[1].z ^ v[2].z ^ v[3].z, v[0].w ^ v[1].w ^ v[2].w ^ v[3].w));
+  if constexpr (kOut == 1) {
+    __stcs(dst + t,
+           make_uint4(v[0].x ^ v[1].x ^ v[2].x ^ v[3].x, v[0].y ^ v[1].y ^ v[2].y ^ v[3].y,
+                      v[0].z ^ v[1].z ^ v[2].z ^ v[3].z, v[0].w ^ v[1].w ^ v[2].w ^ v[3].w));
+  } else {
+    // kOut 16-byte pieces: the per-element formats' 32 or 64 bytes per 64 read.
+#pragma unroll
+    for (int k = 0; k < kOut; ++k) {
+      uint4 a = v[k * 4 / kOut];
+      if constexpr (kOut == 2) {  // two vectors combined into one
+        const uint4 b = v[2 * k + 1];
+        a = make_uint4(a.x ^ b.x, a.y ^ b.y, a.z ^ b.z, a.w ^ b.w);
+      }
+      __stcs(dst + kOut * t + k, a);
+    }
+  }
 }
 
 // A producer as an engine's kernel before a write might be: it lets the next kernel on the
@@ -273,7 +360,7 @@ int launch_late_copy(void* stream, const CopyJob* device_jobs, int num_jobs, uin
 }
 
 int launch_stand_in_kernel(void* stream, const void* src, void* dst, uint64_t read_bytes,
-                           bool prefetch, unsigned block_threads) {
+                           bool prefetch, unsigned block_threads, unsigned written_per_64) {
   const auto threads = static_cast<uint32_t>(read_bytes / 64);
   cudaLaunchConfig_t config{};
   config.gridDim = dim3(std::max(1u, (threads + block_threads - 1) / block_threads));
@@ -284,8 +371,21 @@ int launch_stand_in_kernel(void* stream, const void* src, void* dst, uint64_t re
   pdl.val.programmaticStreamSerializationAllowed = 1;
   config.attrs = &pdl;
   config.numAttrs = 1;
-  return cudaLaunchKernelEx(&config, prefetch ? stand_in_kernel<true> : stand_in_kernel<false>,
-                            static_cast<const uint4*>(src), static_cast<uint4*>(dst), threads);
+  const auto* in = static_cast<const uint4*>(src);
+  auto* out = static_cast<uint4*>(dst);
+  switch (written_per_64) {
+    case 32:
+      return cudaLaunchKernelEx(&config,
+                                prefetch ? stand_in_kernel<true, 2> : stand_in_kernel<false, 2>, in,
+                                out, threads);
+    case 64:
+      return cudaLaunchKernelEx(&config,
+                                prefetch ? stand_in_kernel<true, 4> : stand_in_kernel<false, 4>, in,
+                                out, threads);
+    default:
+      return cudaLaunchKernelEx(&config, prefetch ? stand_in_kernel<true> : stand_in_kernel<false>,
+                                in, out, threads);
+  }
 }
 
 int launch_empty_kernel(void* stream, int param_bytes) {

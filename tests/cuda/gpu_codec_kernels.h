@@ -26,6 +26,16 @@ int exhaustive_reciprocal_in_window(ExhaustiveResult* out);
 // All 2^32: the hardware E4M3 encoder the kernel uses against kvq::e4m3_from_float.
 int exhaustive_e4m3(ExhaustiveResult* out);
 
+// All 2^32 float bit patterns x in both lanes: the per-element write kernel's fp8 pair encoder
+// (fp8x2_encode, cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32; element_codec.cuh) of (x, ~x) against
+// kvq::e4m3_from_float / e5m2_from_float of each. format: KVQ_FORMAT_FP8_E4M3 or _E5M2.
+int exhaustive_fp8_pairs(int format, ExhaustiveResult* out);
+
+// The per-element read kernel's decode (decode_element, element_codec.cuh) of every code of
+// `format` (256 fp8 codes, 65536 bf16 codes) times each of `scales` (n), as float bits:
+// out[s * codes + code].
+int element_decode_all(int format, const float* scales, int n, uint32_t* out);
+
 // All 256 codes: the hardware E4M3 decoder the kernel uses, as float bits.
 int e4m3_decode_all(uint32_t* out256);
 
@@ -44,8 +54,10 @@ int quantize_groups(const float* x, int groups, float global, float inv_global, 
 // each reading 64 consecutive bytes of src and writing 16 to dst (read_bytes / 4 in all; a
 // write stores 18 per 64 read). read_bytes: a multiple of 64. prefetch: each thread first
 // prefetches its bytes into L2 before the programmatic-launch wait, as small writes do.
+// written_per_64: bytes each thread writes, 16 (NVFP4's 18 per 64, rounded), 32 (bf16 -> fp8) or
+// 64 (bf16 -> bf16 pages); dst holds read_bytes / 64 * written_per_64 bytes.
 int launch_stand_in_kernel(void* stream, const void* src, void* dst, uint64_t read_bytes,
-                           bool prefetch, unsigned block_threads);
+                           bool prefetch, unsigned block_threads, unsigned written_per_64 = 16);
 
 // For the ordering test: one copy of `bytes` (a multiple of 4; both pointers 16-byte aligned).
 struct CopyJob {

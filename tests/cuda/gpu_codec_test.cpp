@@ -1,6 +1,8 @@
 // The device codecs the write kernel uses, against the reference codecs: E2M1 software (and, on
 // sm_100, hardware) and E4M3 hardware encode over all 2^32 floats on the GPU, E4M3 decode over
-// all 256 codes, the device quantizer against nvfp4_quantize_group.
+// all 256 codes, the device quantizer against nvfp4_quantize_group; the per-element kernels' fp8
+// pair encoders (E4M3 and E5M2, both lanes) over all 2^32 floats and their decoders over every
+// code and a spread of scales, against kvq's codecs.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "gpu_test_support.h"
 #include "hw_e2m1_check.h"
 #include "kernel_desc.h"
+#include "kvq/layouts/element_quantize.h"
 #include "kvq/layouts/nvfp4_quantize.h"
 #include "probe.h"
 
@@ -71,6 +74,55 @@ TEST(GpuCodecs, E4m3HardwareEncodeExhaustive) {
   check_cuda(exhaustive_e4m3(&r), "exhaustive E4M3");
   EXPECT_EQ(r.checked, uint64_t{1} << 32);
   EXPECT_EQ(r.mismatches, 0u) << "first mismatching float bits: 0x" << std::hex << r.first_bad;
+}
+
+// The per-element writer's fp8 encoders (cvt.rn.satfinite.{e4m3x2,e5m2x2}.f32) are
+// kvq::e4m3_from_float / e5m2_from_float, in either lane of the pair, on every float: NaN -> 0x7F
+// whatever its sign, saturation to the largest finite value (infinities too), -0 kept.
+TEST(GpuCodecs, Fp8PairEncodersExhaustive) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  for (int format : {KVQ_FORMAT_FP8_E4M3, KVQ_FORMAT_FP8_E5M2}) {
+    ExhaustiveResult r;
+    check_cuda(exhaustive_fp8_pairs(format, &r), "exhaustive fp8 pairs");
+    EXPECT_EQ(r.checked, uint64_t{2} << 32) << kvq_format_name(format);
+    EXPECT_EQ(r.mismatches, 0u) << kvq_format_name(format) << ": first mismatching float bits: 0x"
+                                << std::hex << r.first_bad;
+  }
+}
+
+// The per-element reader's decode equals ElementCodec::decode bit for bit, NaN codes included
+// (the decoder's NaN with its sign, as the host's multiply leaves it).
+TEST(GpuCodecs, ElementDecodeEveryCodeAndScale) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  const std::vector<float> scales = {1.0f, 0.5f, 3.7e-3f, 1e-30f, 7.1f, 1e30f, 2.9e-39f};
+  for (int format : {KVQ_FORMAT_FP8_E4M3, KVQ_FORMAT_FP8_E5M2, KVQ_FORMAT_BF16}) {
+    const uint32_t codes = format == KVQ_FORMAT_BF16 ? 65536u : 256u;
+    std::vector<uint32_t> got(codes * scales.size());
+    check_cuda(
+        element_decode_all(format, scales.data(), static_cast<int>(scales.size()), got.data()),
+        "element decode");
+    int bad = 0;
+    for (size_t s = 0; s < scales.size(); ++s) {
+      for (uint32_t c = 0; c < codes && bad < 5; ++c) {
+        float want = 0;
+        switch (format) {
+          case KVQ_FORMAT_FP8_E4M3:
+            want = ElementCodec<KVQ_FORMAT_FP8_E4M3>::decode(static_cast<uint8_t>(c), scales[s]);
+            break;
+          case KVQ_FORMAT_FP8_E5M2:
+            want = ElementCodec<KVQ_FORMAT_FP8_E5M2>::decode(static_cast<uint8_t>(c), scales[s]);
+            break;
+          default: want = ElementCodec<KVQ_FORMAT_BF16>::decode(static_cast<uint16_t>(c), 1.0f);
+        }
+        if (got[s * codes + c] != bits_of(want)) {
+          ++bad;
+          ADD_FAILURE() << kvq_format_name(format) << " code 0x" << std::hex << c << " scale "
+                        << scales[s] << ": got 0x" << got[s * codes + c] << ", expected 0x"
+                        << bits_of(want);
+        }
+      }
+    }
+  }
 }
 
 TEST(GpuCodecs, ReciprocalInWindowExhaustive) {

@@ -4,13 +4,16 @@
 #   tests/cuda/run_gpu_suite.sh OUTDIR [BUILD_DIR]        (BUILD_DIR default: build)
 # Steps (one summary line each; logs and JSON in OUTDIR):
 #   1. unit + plugin tests   cuda_unit_tests, cuda_plugin_test (the probe on a GPU)
-#   2. gpu tests             cuda_gpu_tests, all but GpuPerf.*   -> gpu_tests.json
+#   2. gpu tests             cuda_gpu_tests, all but GpuPerf.* (nvfp4, and GpuElement.* for
+#                            fp8_e4m3, fp8_e5m2 and bf16 pages)  -> gpu_tests.json
 #   3. memcheck              compute-sanitizer --tool memcheck on the gpu tests, without the
 #                            2^32 exhaustive ones, the report, and the test that makes a CUDA
 #                            call fail on purpose (the sanitizer counts API errors)
 #                                                                     -> memcheck.log
+#                            (the per-element kernels' tests run under it too: GpuElement.*)
 #   4. perf report           GpuPerf.* (bandwidth vs the measured copy ceiling; no pass/fail
-#                            on time)                                 -> perf.json, perf.log
+#                            on time; GpuPerf.ElementFormatsReport for fp8 and bf16 pages)
+#                                                                     -> perf.json, perf.log
 # Exit status: 0 when every step passed.
 set -uo pipefail
 
@@ -86,6 +89,7 @@ fi
   > "$out/perf.log" 2>&1
 rc=$?
 main=$(grep -m1 -E '^write T=65536 H=8  D=128 bs=16  HND K linear V sm100_swizzled' "$out/perf.log")
-step "perf-report" $rc "$out/perf.log" "${main:-see log}"
+fp8=$(grep -m1 -E '^fp8_e4m3 write T=65536 ' "$out/perf.log")
+step "perf-report" $rc "$out/perf.log" "${main:-see log}${fp8:+; $fp8}"
 
 exit $failed
