@@ -176,7 +176,8 @@ void CaseRunner::run_or_throw(const Case& c, CaseResult& r) {
   const PageLayout& layout = writer->layout();
   r.page_bytes = layout.page_bytes();
   RowBytes row;
-  row.packed_row_bytes = layout.groups() * (layout.data_bytes_per_group() + 1);
+  // Data bytes of a head row plus its scale bytes (none for fp8 and bf16 pages).
+  row.packed_row_bytes = int64_t{layout.descriptor().row_bytes} + layout.descriptor().groups;
 
   const auto T = c.tokens, H = c.num_kv_heads, D = c.head_size;
   const uint64_t cache_set_bytes = layout.cache_bytes();

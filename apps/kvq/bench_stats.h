@@ -23,8 +23,8 @@ struct ByteCounts {
   uint64_t total() const { return read + written; }
 };
 
-// What one row of one side (K or V) occupies in the cache: groups * (data bytes + 1 scale byte);
-// D/2 + D/16 for NVFP4.
+// What one row of one side (K or V) occupies in the cache: its data bytes and scale bytes;
+// D/2 + D/16 for NVFP4, D for fp8, 2D for bf16.
 struct RowBytes {
   int64_t input_element_bytes = 2;   // bf16
   int64_t packed_row_bytes = 0;      // per (token, head, side) in the cache
