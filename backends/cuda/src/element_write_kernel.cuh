@@ -182,11 +182,13 @@ __global__ void __launch_bounds__(kElementWriteMaxThreads, kElementWriteMinBlock
     slot_at = slot_address(d.slots, d.slots_are_i64, ix.token);
     if constexpr (kStream) {
       // Into L2 only (no data returns to the thread), so nothing stale is read: the loads after
-      // the wait are the ones whose values count. A chunk's input may cross one line boundary.
+      // the wait are the ones whose values count. A chunk's input may cross one line boundary;
+      // its last byte is the row's last for a ragged chunk (nothing past the row is touched).
+      const uint32_t last = chunk_length(d.page, ix.chunk) * Tr::kElemBytes - 1;
 #pragma unroll
       for (int s = 0; s < 2; ++s) {
         asm volatile("prefetch.global.L2 [%0];" ::"l"(src[s]));
-        asm volatile("prefetch.global.L2 [%0];" ::"l"(src[s] + Tr::kInBytes - 1));
+        asm volatile("prefetch.global.L2 [%0];" ::"l"(src[s] + last));
       }
       asm volatile("prefetch.global.L2 [%0];" ::"l"(slot_at));
     }
