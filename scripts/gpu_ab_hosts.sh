@@ -24,7 +24,7 @@ for ((r = 1; r <= rounds; ++r)); do
   for spec in "${order[@]}"; do
     name=${spec%%=*} dir=${spec#*=}
     LD_LIBRARY_PATH="$PWD/$dir/lib" timeout 200 "$dir/bin/kvq" bench configs/nvfp4_sm100.yaml \
-      --backend cuda --json "$out/$name.$r.json" > "$out/$name.$r.txt" 2>&1
+      --json "$out/$name.$r.json" > "$out/$name.$r.txt" 2>&1
     echo "gpu_ab_hosts.sh: $name round $r: exit $? at $((SECONDS - start)) s" >&2
   done
 done
