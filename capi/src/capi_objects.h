@@ -6,11 +6,11 @@
 #include <utility>
 
 #include "kvq/capi.h"
-#include "kvq/io/config.h"
 #include "kvq/core/kv_cache.h"
-#include "kvq/io/open_backend.h"
 #include "kvq/core/page_layout.h"
 #include "kvq/core/status.h"
+#include "kvq/io/config.h"
+#include "kvq/io/open_backend.h"
 
 struct kvq_capi_config {
   kvq::Config config;
