@@ -5,6 +5,8 @@
 # Python tests (the torch CUDA ones included, failing rather than skipping without a GPU), the
 # example and the overhead benchmark. Run from the repository root:
 #   tests/python/run_gpu_python.sh OUTDIR [BUILD]      (BUILD default: build)
+# PYTHON names the interpreter that has torch (default python3); KVQ_WHEELHOUSE, a folder of
+# wheels (pytest and its dependencies) to install offline where the machine has no pytest.
 # Writes OUTDIR/pytest.log, OUTDIR/decode_step.log, OUTDIR/overhead.json and OUTDIR/overhead.log.
 set -uo pipefail
 out=${1:?usage: run_gpu_python.sh OUTDIR [BUILD]}
@@ -17,8 +19,11 @@ if [[ -z $wheel ]]; then
   exit 2
 fi
 venv=$(mktemp -d)/venv
-python3 -m venv --system-site-packages "$venv" || exit 2
+"${PYTHON:-python3}" -m venv --system-site-packages "$venv" || exit 2
 "$venv/bin/pip" install -q --no-index --no-deps "$wheel" || exit 2
+if ! "$venv/bin/python" -c "import pytest" 2>/dev/null && [[ -n ${KVQ_WHEELHOUSE:-} ]]; then
+  "$venv/bin/pip" install -q --no-index --find-links "$KVQ_WHEELHOUSE" pytest || exit 2
+fi
 "$venv/bin/python" -c "import sys, torch, kvq; print('python', sys.version.split()[0], 'torch', torch.__version__, 'kvq', kvq.__version__, 'cuda', torch.cuda.is_available()); print(kvq.backends())" | tee "$out/env.txt"
 export KVQ_REQUIRE_GPU=1 KVQ_BUILD_DIR=$PWD/$build
 export LD_LIBRARY_PATH="$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # for build/bin/kvq

@@ -60,7 +60,16 @@ __device__ __forceinline__ float widen_element(const uint32_t* w, int e) {
   } else {
     float lo, hi;
     widen_pair<In>(w[e / 2], lo, hi);
-    return (e & 1) ? hi : lo;
+    float x = (e & 1) ? hi : lo;
+    if constexpr (In == InputType::f16) {
+      // __half22float2 gives the canonical NaN; the format keeps a NaN's sign and payload (the
+      // reference widens exactly), which bf16 pages store. fp8 codes of every NaN are 0x7F.
+      const uint32_t h = (e & 1) ? (w[e / 2] >> 16) : (w[e / 2] & 0xFFFFu);
+      if ((h & 0x7FFFu) > 0x7C00u) {
+        x = __uint_as_float(((h & 0x8000u) << 16) | 0x7F800000u | ((h & 0x3FFu) << 13));
+      }
+    }
+    return x;
   }
 }
 
