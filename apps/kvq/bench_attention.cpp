@@ -66,10 +66,13 @@ void run_case(const Backend& backend, const BackendOptions& base, const Attentio
                             static_cast<double>(sweep.max_cache_bytes) / 1073741824.0);
     return;
   }
-  const auto side_row = static_cast<uint64_t>(layout.descriptor().row_bytes + layout.descriptor().groups);
+  const auto side_row =
+      static_cast<uint64_t>(layout.descriptor().row_bytes + layout.descriptor().groups);
   const uint64_t elements = static_cast<uint64_t>(S * Hq * D);
-  r.bytes = static_cast<uint64_t>(S) * static_cast<uint64_t>(r.context) * static_cast<uint64_t>(H) * 2 * side_row +
-            static_cast<uint64_t>(S * blocks_per_seq) * 4 + static_cast<uint64_t>(S) * 4 + elements * 2 * 2;
+  r.bytes = static_cast<uint64_t>(S) * static_cast<uint64_t>(r.context) * static_cast<uint64_t>(H) *
+                2 * side_row +
+            static_cast<uint64_t>(S * blocks_per_seq) * 4 + static_cast<uint64_t>(S) * 4 +
+            elements * 2 * 2;
 
   auto attention = backend.make_attention(o);
   uint64_t ws = 0;
@@ -88,7 +91,8 @@ void run_case(const Backend& backend, const BackendOptions& base, const Attentio
   std::shuffle(table.begin(), table.end(), std::mt19937_64(0x6b7671 + static_cast<uint64_t>(S)));
   std::vector<int32_t> seq_lens(static_cast<size_t>(S), static_cast<int32_t>(r.context));
   throw_if_error(rt.copy(tables.get(), table.data(), table.size() * 4, CopyKind::host_to_device));
-  throw_if_error(rt.copy(lens.get(), seq_lens.data(), seq_lens.size() * 4, CopyKind::host_to_device));
+  throw_if_error(
+      rt.copy(lens.get(), seq_lens.data(), seq_lens.size() * 4, CopyKind::host_to_device));
   throw_if_error(rt.synchronize());
 
   const Device dev = rt.device();
@@ -98,17 +102,20 @@ void run_case(const Backend& backend, const BackendOptions& base, const Attentio
   l.args.seq_lens = make_view(lens.get(), DType::i32, {S}, dev);
   l.args.cache = cache_view(layout, cache.get(), dev);
   l.args.output = make_view(output.get(), DType::bf16, {S, Hq, D}, dev);
-  if (ws > 0) l.args.workspace = make_view(workspace.get(), DType::u8, {static_cast<int64_t>(ws)}, dev);
+  if (ws > 0)
+    l.args.workspace = make_view(workspace.get(), DType::u8, {static_cast<int64_t>(ws)}, dev);
 
   std::vector<double> ms;
-  throw_if_error(rt.time(&Launch::launch, &l, TimingOptions{sweep.warmup, sweep.iterations, false}, &ms));
+  throw_if_error(
+      rt.time(&Launch::launch, &l, TimingOptions{sweep.warmup, sweep.iterations, false}, &ms));
   r.direct_us = summarize(ms).median_ms * 1000.0;
   std::vector<double> graph_ms;
-  const Status g = rt.time(&Launch::launch, &l,
-                           TimingOptions{sweep.warmup, sweep.iterations, true, sweep.graph_launches},
-                           &graph_ms);
+  const Status g =
+      rt.time(&Launch::launch, &l,
+              TimingOptions{sweep.warmup, sweep.iterations, true, sweep.graph_launches}, &graph_ms);
   if (g) r.graph_us = summarize(graph_ms).median_ms * 1000.0;
-  throw_if_error(rt.copy_bandwidth(std::clamp<uint64_t>(r.bytes / 2, 1, uint64_t{1} << 30), &r.copy_bps));
+  throw_if_error(
+      rt.copy_bandwidth(std::clamp<uint64_t>(r.bytes / 2, 1, uint64_t{1} << 30), &r.copy_bps));
   AttentionOutOfRange skipped;
   throw_if_error(attention->take_out_of_range(&skipped));
 }
@@ -154,9 +161,10 @@ std::vector<AttentionCaseResult> run_attention_sweep(const Backend& backend,
 
 void print_attention_table(std::ostream& out, const std::vector<AttentionCaseResult>& results,
                            double copy_bps) {
-  out << fmt::format("decode attention, copy bandwidth {:.0f} GB/s (time: graph replay median; "
-                     "GB/s of the bytes it must move; % of a same-size copy)\n",
-                     copy_bps / 1e9);
+  out << fmt::format(
+      "decode attention, copy bandwidth {:.0f} GB/s (time: graph replay median; "
+      "GB/s of the bytes it must move; % of a same-size copy)\n",
+      copy_bps / 1e9);
   std::vector<std::string> formats;
   for (const auto& r : results) {
     if (std::find(formats.begin(), formats.end(), r.format) == formats.end()) {
@@ -196,8 +204,8 @@ nlohmann::json attention_json(const std::vector<AttentionCaseResult>& results,
                               double copy_bps) {
   nlohmann::json cases = nlohmann::json::array();
   for (const auto& r : results) {
-    nlohmann::json c = {{"format", r.format},         {"group", r.group},
-                        {"num_seqs", r.num_seqs},     {"context", r.context},
+    nlohmann::json c = {{"format", r.format},           {"group", r.group},
+                        {"num_seqs", r.num_seqs},       {"context", r.context},
                         {"cache_bytes", r.cache_bytes}, {"bytes", r.bytes}};
     if (!r.error.empty()) c["error"] = r.error;
     if (!r.skipped.empty()) c["skipped"] = r.skipped;

@@ -6,10 +6,9 @@
 // seq_lens, the query, and the output (bf16).
 #include <cstdint>
 #include <iosfwd>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
-
-#include <nlohmann/json.hpp>
 
 #include "kvq/core/config.h"
 #include "kvq/core/registry.h"
@@ -31,8 +30,8 @@ struct AttentionSweep {
 struct AttentionCaseResult {
   std::string format;
   int64_t group = 0, num_seqs = 0, context = 0;
-  uint64_t cache_bytes = 0;  // the whole cache allocated
-  uint64_t bytes = 0;        // what one attend must move
+  uint64_t cache_bytes = 0;            // the whole cache allocated
+  uint64_t bytes = 0;                  // what one attend must move
   double direct_us = 0, graph_us = 0;  // medians per attend; graph 0 when not timed
   double copy_bps = 0;                 // a copy of the same bytes, the same run
   std::string skipped, error;

@@ -141,7 +141,8 @@ int run_attention_bench(const BenchFlags& f, const Config& cfg) {
       open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
   const std::string& name = opened.backend.info().name;
   if (!opened.backend.has_attention()) {
-    throw Error(ErrorCode::unavailable, "--attention: backend " + name + " has no decode attention");
+    throw Error(ErrorCode::unavailable,
+                "--attention: backend " + name + " has no decode attention");
   }
   std::shared_ptr<DeviceRuntime> runtime =
       at_config_keys(cfg, [&] { return opened.backend.make_runtime(opened.options); });
@@ -159,8 +160,8 @@ int run_attention_bench(const BenchFlags& f, const Config& cfg) {
     write_json(f.json, doc);
     std::cerr << "kvq bench: numbers written to " << f.json << "\n";
   }
-  const bool failed = std::any_of(results.begin(), results.end(),
-                                  [](const auto& r) { return !r.error.empty(); });
+  const bool failed =
+      std::any_of(results.begin(), results.end(), [](const auto& r) { return !r.error.empty(); });
   return failed ? kExitRuntime : kExitOk;
 }
 

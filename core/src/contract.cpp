@@ -334,7 +334,8 @@ void check_heads(const TensorView& v, const char* name, const PageLayout& layout
   check_strides(v, name);
   check_data(v, name);
   if ((needs.flags & KVQ_REQ_LAST_DIM_CONTIGUOUS) != 0 && v.shape[2] > 1 && v.strides[2] != 1) {
-    bad(fmt::format("{}: stride(2) = {}: {} needs the last dimension (head_size) contiguous "
+    bad(
+        fmt::format("{}: stride(2) = {}: {} needs the last dimension (head_size) contiguous "
                     "(stride 1); make it contiguous first ({})",
                     name, v.strides[2], backend, v.describe()));
   }
@@ -370,8 +371,7 @@ void check_sequences(const TensorView& tables, const TensorView& lens, const Pag
 }  // namespace
 
 float default_softmax_scale(int64_t head_size) noexcept {
-  return head_size > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size)))
-                       : 1.0f;
+  return head_size > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size))) : 1.0f;
 }
 
 Status check_attention_args(const AttentionArgs& a, const PageLayout& layout,
@@ -384,12 +384,13 @@ Status check_attention_args(const AttentionArgs& a, const PageLayout& layout,
       bad(fmt::format("query: dtype {}: expected bf16 or f16", dtype_name(a.query.dtype)));
     }
     if ((needs.input_dtypes & (1u << static_cast<uint32_t>(a.query.dtype))) == 0) {
-      bad(fmt::format("query: dtype {}: expected {} ({}'s query dtypes)",
-                      dtype_name(a.query.dtype), dtype_list(needs.input_dtypes), backend));
+      bad(fmt::format("query: dtype {}: expected {} ({}'s query dtypes)", dtype_name(a.query.dtype),
+                      dtype_list(needs.input_dtypes), backend));
     }
     const int64_t num_seqs = a.query.shape[0], num_q_heads = a.query.shape[1];
     if (num_q_heads < 1 || num_q_heads % g.num_kv_heads != 0) {
-      bad(fmt::format("query.shape[1] = {}: expected a positive multiple of num_kv_heads {} "
+      bad(
+          fmt::format("query.shape[1] = {}: expected a positive multiple of num_kv_heads {} "
                       "(grouped-query attention: each kv head serves num_q_heads / num_kv_heads "
                       "query heads)",
                       num_q_heads, g.num_kv_heads));
@@ -419,7 +420,8 @@ Status check_attention_args(const AttentionArgs& a, const PageLayout& layout,
     check_size(a.output, "output", 0, num_seqs, "num_seqs of query");
     check_size(a.output, "output", 1, num_q_heads, "num_q_heads of query");
     if (a.output.elements_overlap()) {
-      bad(fmt::format("output: strides [{}, {}, {}] give two elements the same memory: expected "
+      bad(
+          fmt::format("output: strides [{}, {}, {}] give two elements the same memory: expected "
                       "an output where every element has its own",
                       a.output.strides[0], a.output.strides[1], a.output.strides[2]));
     }
@@ -430,7 +432,8 @@ Status check_attention_args(const AttentionArgs& a, const PageLayout& layout,
     if (workspace_bytes > 0) {
       const TensorView& w = a.workspace;
       if (w.data == nullptr) {
-        bad(fmt::format("workspace: none given: expected {} bytes on {} (workspace_bytes() for "
+        bad(
+            fmt::format("workspace: none given: expected {} bytes on {} (workspace_bytes() for "
                         "num_seqs {}, num_q_heads {}, max_blocks_per_seq {})",
                         workspace_bytes, to_string(from_abi(needs.device)), num_seqs, num_q_heads,
                         a.block_tables.shape[1]));
@@ -441,10 +444,10 @@ Status check_attention_args(const AttentionArgs& a, const PageLayout& layout,
         bad(fmt::format("workspace: {}: expected contiguous u8 [bytes]", w.describe()));
       }
       if (static_cast<uint64_t>(w.shape[0]) < workspace_bytes) {
-        bad(fmt::format("workspace: {} bytes: expected at least {} (workspace_bytes() for "
-                        "num_seqs {}, num_q_heads {}, max_blocks_per_seq {})",
-                        w.shape[0], workspace_bytes, num_seqs, num_q_heads,
-                        a.block_tables.shape[1]));
+        bad(fmt::format(
+            "workspace: {} bytes: expected at least {} (workspace_bytes() for "
+            "num_seqs {}, num_q_heads {}, max_blocks_per_seq {})",
+            w.shape[0], workspace_bytes, num_seqs, num_q_heads, a.block_tables.shape[1]));
       }
       if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) {
         bad(fmt::format("workspace: data pointer {} is not 16-byte aligned", w.data));
@@ -462,7 +465,8 @@ Status check_attention_args(const AttentionArgs& a, const PageLayout& layout,
     check_side_scales(a.v_scale, a.v_scale_ptr, a.v_head_scales, "v_scale", layout, a.cache, needs,
                       backend);
     if (!(a.softmax_scale > 0.0f) || !std::isfinite(a.softmax_scale)) {
-      bad(fmt::format("softmax_scale = {}: expected a finite value > 0 (0 asks for 1 / "
+      bad(
+          fmt::format("softmax_scale = {}: expected a finite value > 0 (0 asks for 1 / "
                       "sqrt(head_size))",
                       a.softmax_scale));
     }

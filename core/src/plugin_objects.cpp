@@ -153,8 +153,8 @@ class PluginAttention final : public KVCacheAttention {
     }
     uint64_t needed = 0;
     if (a.query.ndim == 3 && a.block_tables.ndim == 2) {
-      if (Status s = workspace_bytes(a.query.shape[0], a.query.shape[1], a.block_tables.shape[1],
-                                     &needed);
+      if (Status s =
+              workspace_bytes(a.query.shape[0], a.query.shape[1], a.block_tables.shape[1], &needed);
           !s) {
         return s;
       }

@@ -1,7 +1,7 @@
 #pragma once
-// Private to core: a plugin's C objects (kvq_writer, kvq_reader, kvq_attention, kvq_runtime) behind the host's
-// C++ interfaces. Each holds its plugin (so the library outlives it) and destroys the C object
-// through its own table. Writers and readers check the contract before every call crosses.
+// Private to core: a plugin's C objects (kvq_writer, kvq_reader, kvq_attention, kvq_runtime) behind
+// the host's C++ interfaces. Each holds its plugin (so the library outlives it) and destroys the C
+// object through its own table. Writers and readers check the contract before every call crosses.
 #include <memory>
 
 #include "kvq/abi/plugin.h"

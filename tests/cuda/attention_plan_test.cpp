@@ -1,9 +1,10 @@
 // The attention's host planning, without a GPU: which geometries the kernels take, how calls are
 // split (one long sequence fills the device; many sequences are not split), the workspace that
 // needs, and the descriptor's copy widths and scale paths.
+#include "attention_plan.h"
+
 #include <gtest/gtest.h>
 
-#include "attention_plan.h"
 #include "kvq/core/page_layout.h"
 
 namespace kvq::cuda {
@@ -35,9 +36,8 @@ TEST(AttentionPlan, OneLongSequenceIsSplitToFillTheDevice) {
   EXPECT_GE(p.num_splits * 8, 264);  // 8 kv heads x splits >= one wave
   EXPECT_EQ(p.split_tokens % 64, 0);
   EXPECT_GE(static_cast<int64_t>(p.num_splits) * p.split_tokens, 131072);
-  EXPECT_EQ(p.workspace_bytes,
-            (static_cast<uint64_t>(32) * p.num_splits * 128 * 4 + 15) / 16 * 16 +
-                static_cast<uint64_t>(32) * p.num_splits * 4);
+  EXPECT_EQ(p.workspace_bytes, (static_cast<uint64_t>(32) * p.num_splits * 128 * 4 + 15) / 16 * 16 +
+                                   static_cast<uint64_t>(32) * p.num_splits * 4);
 }
 
 TEST(AttentionPlan, ManySequencesOrShortContextsAreNotSplit) {
@@ -59,8 +59,7 @@ TEST(AttentionPlan, LaunchLimitsAreRefused) {
   SplitPlan p;
   EXPECT_EQ(plan_splits(page("nvfp4", 128), 70000, 8, 4, 264, &p).code(),
             ErrorCode::invalid_argument);
-  EXPECT_EQ(plan_splits(page("nvfp4", 128), 1, 12, 4, 264, &p).code(),
-            ErrorCode::invalid_argument);
+  EXPECT_EQ(plan_splits(page("nvfp4", 128), 1, 12, 4, 264, &p).code(), ErrorCode::invalid_argument);
 }
 
 TEST(AttentionPlan, CopyWidthsAndScalePathsFollowTheLayoutAndTheCachePointer) {

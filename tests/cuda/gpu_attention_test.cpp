@@ -95,8 +95,8 @@ DeviceAttention upload(const AttentionCase& c, const PageLayout& layout, DType o
   a.cache = cache_view(layout, d.cache.get(), dev);
   a.output = make_view(d.output.get(), out_dtype, {c.num_seqs, c.num_q_heads, D}, dev);
   if (workspace_bytes > 0) {
-    a.workspace = make_view(d.workspace.get(), DType::u8,
-                            {static_cast<int64_t>(workspace_bytes)}, dev);
+    a.workspace =
+        make_view(d.workspace.get(), DType::u8, {static_cast<int64_t>(workspace_bytes)}, dev);
   }
   a.k_scale = c.k_scale;
   a.v_scale = c.v_scale;
@@ -160,8 +160,8 @@ AttentionShape random_shape(std::mt19937_64& rng, int i) {
   const int seqs = 1 + static_cast<int>(rng() % 4);
   for (int q = 0; q < seqs; ++q) {
     const double u = unit(rng);
-    int32_t len = u < 0.5 ? 1 + static_cast<int32_t>(rng() % 600)
-                          : 600 + static_cast<int32_t>(rng() % 7400);
+    int32_t len =
+        u < 0.5 ? 1 + static_cast<int32_t>(rng() % 600) : 600 + static_cast<int32_t>(rng() % 7400);
     if (q == 0 && i % 10 == 9) len = 60000 + static_cast<int32_t>(rng() % 10001);
     if (q == 0 && i % 10 == 3) len = 1 + static_cast<int32_t>(rng() % 16);
     s.seq_lens.push_back(len);

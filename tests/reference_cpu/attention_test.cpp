@@ -20,10 +20,14 @@ struct Layout {
 };
 
 const Layout kLayouts[] = {
-    {"nvfp4", "HND", "linear", "sm100_swizzled"}, {"nvfp4", "NHD", "linear", "linear"},
-    {"nvfp4", "HND", "sm100_swizzled", "linear"}, {"nvfp4", "NHD", "sm100_swizzled", "sm100_swizzled"},
-    {"fp8_e4m3", "HND", "", ""},                  {"fp8_e5m2", "NHD", "", ""},
-    {"bf16", "HND", "", ""},                      {"bf16", "NHD", "", ""},
+    {"nvfp4", "HND", "linear", "sm100_swizzled"},
+    {"nvfp4", "NHD", "linear", "linear"},
+    {"nvfp4", "HND", "sm100_swizzled", "linear"},
+    {"nvfp4", "NHD", "sm100_swizzled", "sm100_swizzled"},
+    {"fp8_e4m3", "HND", "", ""},
+    {"fp8_e5m2", "NHD", "", ""},
+    {"bf16", "HND", "", ""},
+    {"bf16", "NHD", "", ""},
 };
 
 // Attention error against the original rows that each format's quantization allows (max abs
@@ -130,8 +134,7 @@ TEST(ReferenceAttention, RefusesHostValuesOutOfRangeAndBadShapes) {
     a.output = make_view(c.cache.data(), DType::f32, {c.num_seqs, c.num_q_heads, 128});
     const Status s = attention.attend(a);
     EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
-    EXPECT_NE(s.message().find("output and cache share memory"), std::string::npos)
-        << s.message();
+    EXPECT_NE(s.message().find("output and cache share memory"), std::string::npos) << s.message();
   }
 }
 

@@ -6,6 +6,8 @@
 //   cache   [num_blocks, page_bytes]: every sequence's ceil(len / block_size) pages, shuffled,
 //           plus a few spare pages of random bytes nothing refers to
 //   tables  [S, max_blocks] i32: entries past a sequence's pages hold -1 (never read)
+#include <fmt/format.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -14,8 +16,6 @@
 #include <random>
 #include <string>
 #include <vector>
-
-#include <fmt/format.h>
 
 #include "kvq/core/attention.h"
 #include "kvq/core/bf16.h"

@@ -14,17 +14,17 @@ namespace kvq::cuda {
 
 // Head sizes the kernels are built for (the fragments of a row are unrolled at compile time).
 inline constexpr int kAttentionHeadSizes[] = {64, 128, 256};
-inline constexpr int kAttentionWarps = 4;         // per CTA
-inline constexpr int kAttentionTileTokens = 16;   // per warp step (one mma M/N/K of 16)
-inline constexpr int kAttentionHeadsPerTile = 16; // query heads per CTA (the mma's M)
-inline constexpr int kAttentionMaxSplits = 1024;  // the reduce kernel holds this many lse values
+inline constexpr int kAttentionWarps = 4;          // per CTA
+inline constexpr int kAttentionTileTokens = 16;    // per warp step (one mma M/N/K of 16)
+inline constexpr int kAttentionHeadsPerTile = 16;  // query heads per CTA (the mma's M)
+inline constexpr int kAttentionMaxSplits = 1024;   // the reduce kernel holds this many lse values
 
 // How a side's scale bytes reach shared memory (nvfp4 only).
 enum AttentionScaleCopy : int32_t {
-  kScalesNone = 0,        // formats without scales
-  kScalesLinearWords = 1, // linear: each token's S bytes as S / 4 async 4-byte copies
-  kScalesQuadWords = 2,   // sm100_swizzled: each (4-token quad, group) 32-bit word, one copy
-  kScalesBytes = 3,       // anything else (a 4-misaligned cache): byte loads, stored linear
+  kScalesNone = 0,         // formats without scales
+  kScalesLinearWords = 1,  // linear: each token's S bytes as S / 4 async 4-byte copies
+  kScalesQuadWords = 2,    // sm100_swizzled: each (4-token quad, group) 32-bit word, one copy
+  kScalesBytes = 3,        // anything else (a 4-misaligned cache): byte loads, stored linear
 };
 
 enum AttentionOutputType : int32_t { kOutBf16 = 0, kOutF16 = 1, kOutF32 = 2 };
@@ -42,9 +42,9 @@ struct AttentionKernelDesc {
   uint64_t page_bytes;
   int32_t num_blocks;
   int32_t block_size;
-  kvq_side_map side[2];  // 0 = K, 1 = V
-  int32_t data_access;   // bytes of each data-row copy: 16, 8, 4 (async) or 2, 1 (loads)
-  int32_t scale_copy[2]; // AttentionScaleCopy of K and V
+  kvq_side_map side[2];   // 0 = K, 1 = V
+  int32_t data_access;    // bytes of each data-row copy: 16, 8, 4 (async) or 2, 1 (loads)
+  int32_t scale_copy[2];  // AttentionScaleCopy of K and V
 
   int32_t num_kv_heads;
   int32_t group;       // query heads per kv head

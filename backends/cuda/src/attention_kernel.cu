@@ -143,9 +143,9 @@ __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
 // Two fp8 codes (low byte first) as f16x2, exactly.
 template <int Format>
 __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two) {
-  const __half2_raw h = __nv_cvt_fp8x2_to_halfraw2(
-      static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu),
-      Format == KVQ_FORMAT_FP8_E4M3 ? __NV_E4M3 : __NV_E5M2);
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu),
+                                 Format == KVQ_FORMAT_FP8_E4M3 ? __NV_E4M3 : __NV_E5M2);
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
@@ -195,8 +195,7 @@ __device__ __forceinline__ uint64_t shfl64(uint64_t v, int lane) {
   return (static_cast<uint64_t>(hi) << 32) | lo;
 }
 
-__device__ __forceinline__ void store_output(const AttentionKernelDesc& d, int64_t index,
-                                             float v) {
+__device__ __forceinline__ void store_output(const AttentionKernelDesc& d, int64_t index, float v) {
   switch (d.output_type) {
     case kOutBf16: static_cast<__nv_bfloat16*>(d.output)[index] = __float2bfloat16_rn(v); break;
     case kOutF16: static_cast<__half*>(d.output)[index] = __float2half_rn(v); break;
@@ -276,7 +275,7 @@ struct Attend {
         uint8_t* dst = st + G::kKData + G::kVData + s * G::kScales;
         const kvq_side_map& m = d.side[s];
         const int copy = d.scale_copy[s];
-        if (copy == kScalesLinearWords) {  // 16 tokens x S / 4 words
+        if (copy == kScalesLinearWords) {                            // 16 tokens x S / 4 words
           for (int c = lane; c < (4 * S + 31) / 32 * 32; c += 32) {  // every lane shuffles
             const int tok = min(c / (S / 4), 15), word = c % (S / 4);
             const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + tok));
@@ -414,8 +413,8 @@ struct Attend {
     }
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
-      float mx = fmaxf(fmaxf(acc[0][2 * r], acc[0][2 * r + 1]),
-                       fmaxf(acc[1][2 * r], acc[1][2 * r + 1]));
+      float mx =
+          fmaxf(fmaxf(acc[0][2 * r], acc[0][2 * r + 1]), fmaxf(acc[1][2 * r], acc[1][2 * r + 1]));
       mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
       mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
       const float m_new = fmaxf(m[r], mx);
@@ -501,14 +500,12 @@ __device__ void write_empty(const AttentionKernelDesc& d, int D, int seq, int qh
   if (d.num_splits == 1) {
     for (int i = threadIdx.x; i < heads * D; i += blockDim.x) {
       const int h = i / D, e = i % D;
-      store_output(d,
-                   seq * d.output_stride[0] + (qh0 + h) * d.output_stride[1] +
-                       e * d.output_stride[2],
-                   0.0f);
+      store_output(
+          d, seq * d.output_stride[0] + (qh0 + h) * d.output_stride[1] + e * d.output_stride[2],
+          0.0f);
     }
   } else if (static_cast<int>(threadIdx.x) < heads) {
-    d.partial_lse[(static_cast<int64_t>(seq) * d.num_q_heads + qh0 + threadIdx.x) *
-                      d.num_splits +
+    d.partial_lse[(static_cast<int64_t>(seq) * d.num_q_heads + qh0 + threadIdx.x) * d.num_splits +
                   split] = -INFINITY;
   }
 }
@@ -548,10 +545,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
                                  e * d.query_stride[2]]
                        : 0u;
     };
-    qfrag[i] = make_uint4(q(g, base) | (q(g, base + 1) << 16),
-                          q(g + 8, base) | (q(g + 8, base + 1) << 16),
-                          q(g, base + 2) | (q(g, base + 3) << 16),
-                          q(g + 8, base + 2) | (q(g + 8, base + 3) << 16));
+    qfrag[i] = make_uint4(
+        q(g, base) | (q(g, base + 1) << 16), q(g + 8, base) | (q(g + 8, base + 1) << 16),
+        q(g, base + 2) | (q(g, base + 3) << 16), q(g + 8, base + 2) | (q(g + 8, base + 3) << 16));
   }
   __syncthreads();
 
@@ -678,8 +674,7 @@ __global__ void __launch_bounds__(128)
     for (int i = 0; i < n; ++i) {
       if (weight[i] != 0.0f) acc += weight[i] * d.partial_out[(p0 + i) * D + e];
     }
-    store_output(d,
-                 seq * d.output_stride[0] + qh * d.output_stride[1] + e * d.output_stride[2],
+    store_output(d, seq * d.output_stride[0] + qh * d.output_stride[1] + e * d.output_stride[2],
                  sum > 0.0f ? acc / sum : 0.0f);
   }
 }

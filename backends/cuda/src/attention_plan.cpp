@@ -31,8 +31,8 @@ int32_t data_access_bytes(const kvq_page_desc& d, uintptr_t cache) {
 int32_t scale_copy(const kvq_page_desc& d, int side, uintptr_t cache) {
   if (d.format != KVQ_FORMAT_NVFP4) return kScalesNone;
   const kvq_side_map& m = d.side[side];
-  const bool words = cache % 4 == 0 && d.page_bytes % 4 == 0 && m.scale_base % 4 == 0 &&
-                     d.groups % 4 == 0;
+  const bool words =
+      cache % 4 == 0 && d.page_bytes % 4 == 0 && m.scale_base % 4 == 0 && d.groups % 4 == 0;
   if (!words) return kScalesBytes;
   return d.scales[side] == KVQ_SCALES_SM100_SWIZZLED ? kScalesQuadWords : kScalesLinearWords;
 }

@@ -17,9 +17,9 @@ namespace kvq::cuda {
 Status check_attention_geometry(const kvq_page_desc& page) noexcept;
 
 struct SplitPlan {
-  int32_t head_tiles = 1;   // ceil(group / 16)
-  int32_t num_splits = 1;   // CTAs along one sequence's tokens
-  int32_t split_tokens = 0; // tokens per split (a multiple of 64)
+  int32_t head_tiles = 1;    // ceil(group / 16)
+  int32_t num_splits = 1;    // CTAs along one sequence's tokens
+  int32_t split_tokens = 0;  // tokens per split (a multiple of 64)
   uint64_t workspace_bytes = 0;
 };
 

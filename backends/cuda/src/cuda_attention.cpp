@@ -35,13 +35,12 @@ Status CudaAttention::create(const PageLayout& layout, const std::optional<Devic
     if (cudaError_t err =
             prepare_attention_kernels(page.format, static_cast<int32_t>(page.head_size));
         err != cudaSuccess) {
-      throw Error(cuda_status(err, "cudaFuncSetAttribute (attention kernels' shared memory)",
-                              ordinal));
+      throw Error(
+          cuda_status(err, "cudaFuncSetAttribute (attention kernels' shared memory)", ordinal));
     }
     // One wave of resident CTAs: what a split call is cut to fill.
     a->target_ctas_ =
-        a->info_.num_sms *
-        attention_ctas_per_sm(page.format, static_cast<int32_t>(page.head_size));
+        a->info_.num_sms * attention_ctas_per_sm(page.format, static_cast<int32_t>(page.head_size));
     void* counters = nullptr;
     if (cudaError_t err = cudaMalloc(&counters, sizeof(AttentionCounters)); err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaMalloc (attention counters)", ordinal));
@@ -53,10 +52,9 @@ Status CudaAttention::create(const PageLayout& layout, const std::optional<Devic
     if (cudaError_t err = cudaDeviceSynchronize(); err != cudaSuccess) {
       throw Error(cuda_status(err, "cudaDeviceSynchronize", ordinal));
     }
-    KVQ_LOG_DEBUG("cuda attention on {}: {} shared bytes a CTA, split target {} CTAs",
-                  a->info_.description,
-                  attention_shared_bytes(page.format, static_cast<int32_t>(page.head_size)),
-                  a->target_ctas_);
+    KVQ_LOG_DEBUG(
+        "cuda attention on {}: {} shared bytes a CTA, split target {} CTAs", a->info_.description,
+        attention_shared_bytes(page.format, static_cast<int32_t>(page.head_size)), a->target_ctas_);
     *out = a.release();
   });
 }
@@ -114,10 +112,9 @@ Status CudaAttention::attend_checked(const AttentionArgs& args) noexcept {
     const int ordinal = info_.ordinal;
     DeviceGuard guard(ordinal);
     if (guard.error() != cudaSuccess) return cuda_status(guard.error(), "cudaSetDevice", ordinal);
-    return launch_attention(desc, page.format, static_cast<int32_t>(page.head_size),
-                            args.query.dtype == DType::bf16,
-                            static_cast<int32_t>(args.query.shape[0]),
-                            static_cast<cudaStream_t>(args.stream), ordinal);
+    return launch_attention(
+        desc, page.format, static_cast<int32_t>(page.head_size), args.query.dtype == DType::bf16,
+        static_cast<int32_t>(args.query.shape[0]), static_cast<cudaStream_t>(args.stream), ordinal);
   } catch (...) {
     return catch_as_status([] { throw; });
   }

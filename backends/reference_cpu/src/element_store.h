@@ -15,7 +15,7 @@ inline uint16_t float_to_f16(float f) {
   std::memcpy(&u, &f, sizeof u);
   const auto sign = static_cast<uint16_t>((u >> 16) & 0x8000u);
   const uint32_t abs = u & 0x7FFFFFFFu;
-  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);  // NaN
+  if (abs > 0x7F800000u) return static_cast<uint16_t>(sign | 0x7E00u);   // NaN
   if (abs >= 0x477FF000u) return static_cast<uint16_t>(sign | 0x7C00u);  // rounds past 65504
   if (abs < 0x38800000u) {  // below 2^-14: a subnormal f16, a multiple of 2^-24
     const float a = std::fabs(f) * 16777216.0f;  // exact: a power-of-two scaling

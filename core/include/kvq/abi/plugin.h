@@ -219,7 +219,8 @@ struct kvq_runtime {
  *
  * One new query token per sequence attends over that sequence's cached K and V:
  *
- *   out[s, q, :] = sum_j softmax_j(softmax_scale * Q[s, q, :] . K[s, j, kv(q), :]) V[s, j, kv(q), :]
+ *   out[s, q, :] = sum_j softmax_j(softmax_scale * Q[s, q, :] . K[s, j, kv(q), :]) V[s, j, kv(q),
+ * :]
  *
  * over the tokens j < seq_lens[s], token j living in page block_tables[s, j / block_size] at
  * row j % block_size; kv(q) = q / (num_q_heads / num_kv_heads) (GQA). K and V are the pages'
@@ -270,8 +271,7 @@ typedef struct kvq_attention_ops {
                              int64_t max_blocks_per_seq, uint64_t* bytes, kvq_error* err);
   int32_t (*attend)(kvq_attention* self, const kvq_attention_args* args, kvq_error* err);
   /* Synchronizes with the attends issued so far, fills *counts and resets them. */
-  int32_t (*take_out_of_range)(kvq_attention* self, kvq_attention_counts* counts,
-                               kvq_error* err);
+  int32_t (*take_out_of_range)(kvq_attention* self, kvq_attention_counts* counts, kvq_error* err);
 } kvq_attention_ops;
 struct kvq_attention {
   const kvq_attention_ops* ops;
@@ -305,7 +305,7 @@ typedef struct kvq_plugin {
 #define KVQ_PLUGIN_MIN_STRUCT_SIZE offsetof(kvq_plugin, create_attention)
 
 /* Whether descriptor *p has decode attention. */
-#define KVQ_PLUGIN_HAS_ATTENTION(p)                                                      \
+#define KVQ_PLUGIN_HAS_ATTENTION(p)                                                       \
   ((p)->struct_size >= offsetof(kvq_plugin, create_attention) + sizeof(void (*)(void)) && \
    (p)->create_attention != NULL)
 

@@ -23,7 +23,7 @@ struct AttentionArgs {
   float v_scale = 1.0f;
   const float* k_scale_ptr = nullptr;  // ... or one f32 each on the backend's device
   const float* v_scale_ptr = nullptr;
-  TensorView k_head_scales;   // fp8 pages: [num_kv_heads] f32 (data null: none)
+  TensorView k_head_scales;  // fp8 pages: [num_kv_heads] f32 (data null: none)
   TensorView v_head_scales;
   float softmax_scale = 0.0f;  // > 0; 0: 1 / sqrt(head_size)
   TensorView workspace;        // [>= workspace_bytes(...)] u8 on the device; data null when 0
