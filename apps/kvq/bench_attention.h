@@ -10,7 +10,6 @@
 #include <string>
 #include <vector>
 
-#include "kvq/core/config.h"
 #include "kvq/core/registry.h"
 
 namespace kvq::app::bench {
