@@ -8,7 +8,7 @@
 namespace kvq::cuda {
 namespace {
 
-constexpr int64_t kMinSplitTokens = 256;
+constexpr int64_t kMinSplitTokens = 256;  // the shortest split worth its partial result
 constexpr int64_t kSplitUnit = kAttentionTileTokens * kAttentionWarps;  // 64
 
 int64_t ceil_div(int64_t a, int64_t b) {
@@ -85,14 +85,27 @@ Status plan_splits(const kvq_page_desc& d, int64_t num_seqs, int64_t num_q_heads
   }
   const int64_t items = num_seqs * d.num_kv_heads * p.head_tiles;
   const int64_t max_tokens = std::max<int64_t>(1, max_blocks * d.block_size);
-  int64_t splits = 1;
-  if (items > 0 && items < target_ctas && max_tokens > kMinSplitTokens) {
-    splits = std::min({ceil_div(target_ctas, items), ceil_div(max_tokens, kMinSplitTokens),
-                       int64_t{kAttentionMaxSplits}});
+  const int64_t waves_of = std::max<int32_t>(1, target_ctas);
+  // The split count with the least estimated time: waves of resident CTAs times the tokens one
+  // CTA attends (plus a fixed cost worth kCtaOverheadTokens), so the grid fills whole waves: one
+  // sequence gets about one wave of splits, and many sequences get a few splits when that
+  // avoids a last wave that is mostly empty.
+  constexpr int64_t kCtaOverheadTokens = 64;
+  const int64_t max_splits =
+      std::min(ceil_div(max_tokens, kMinSplitTokens), int64_t{kAttentionMaxSplits});
+  int64_t best_tokens = ceil_div(max_tokens, kSplitUnit) * kSplitUnit;
+  int64_t best_cost = ceil_div(items, waves_of) * (best_tokens + kCtaOverheadTokens);
+  for (int64_t want = 2; items > 0 && want <= max_splits; ++want) {
+    const int64_t tokens = ceil_div(ceil_div(max_tokens, want), kSplitUnit) * kSplitUnit;
+    const int64_t splits = ceil_div(max_tokens, tokens);
+    const int64_t cost = ceil_div(items * splits, waves_of) * (tokens + kCtaOverheadTokens);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best_tokens = tokens;
+    }
   }
-  const int64_t split_tokens = ceil_div(ceil_div(max_tokens, splits), kSplitUnit) * kSplitUnit;
-  p.num_splits = static_cast<int32_t>(ceil_div(max_tokens, split_tokens));
-  p.split_tokens = static_cast<int32_t>(split_tokens);
+  p.num_splits = static_cast<int32_t>(ceil_div(max_tokens, best_tokens));
+  p.split_tokens = static_cast<int32_t>(best_tokens);
   if (p.num_splits > 1) {
     const auto partials =
         static_cast<uint64_t>(num_seqs) * static_cast<uint64_t>(num_q_heads) * p.num_splits;

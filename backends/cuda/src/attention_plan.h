@@ -23,10 +23,11 @@ struct SplitPlan {
   uint64_t workspace_bytes = 0;
 };
 
-// The split of a call of this shape on a device of `target_ctas` resident CTAs: one split per
-// (sequence, kv head, head tile) when those fill the device, else enough splits of at least 256
-// tokens to fill it (at most kAttentionMaxSplits). The same inputs give the same plan, so the
-// workspace a caller sized with workspace_bytes() fits. invalid_argument for shapes past the
+// The split of a call of this shape on a device of `target_ctas` resident CTAs: the number of
+// splits (of at least 256 tokens, at most kAttentionMaxSplits) that minimizes waves x tokens per
+// CTA, so one long sequence fills the device and many sequences avoid a mostly empty last wave.
+// The same inputs give the same plan, so the workspace a caller sized with workspace_bytes()
+// fits. invalid_argument for shapes past the
 // launch limits (num_seqs > 65535, max_blocks_per_seq x block_size >= 2^31, ...).
 Status plan_splits(const kvq_page_desc& page, int64_t num_seqs, int64_t num_q_heads,
                    int64_t max_blocks_per_seq, int32_t target_ctas, SplitPlan* out) noexcept;
