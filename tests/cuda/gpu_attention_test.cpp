@@ -72,12 +72,13 @@ struct DeviceAttention {
   AttentionArgs args;
 };
 
+// `cache_offset` bytes past an aligned pointer: 2, 4 or 8 take the kernel's narrower copies.
 DeviceAttention upload(const AttentionCase& c, const PageLayout& layout, DType out_dtype,
-                       uint64_t workspace_bytes) {
+                       uint64_t workspace_bytes, size_t cache_offset = 0) {
   DeviceAttention d;
   const Device dev = Device::cuda(0);
-  d.cache = DeviceBuffer(c.cache.size());
-  d.cache.upload(c.cache);
+  d.cache = DeviceBuffer(c.cache.size() + cache_offset);
+  d.cache.upload(c.cache.data(), c.cache.size(), cache_offset);
   d.query = DeviceBuffer(c.query.size() * 2);
   d.query.upload(c.query);
   d.tables = DeviceBuffer(std::max<size_t>(4, c.block_tables.size() * 4));
@@ -92,7 +93,7 @@ DeviceAttention upload(const AttentionCase& c, const PageLayout& layout, DType o
   a.query = make_view(d.query.get(), c.shape.query_dtype, {c.num_seqs, c.num_q_heads, D}, dev);
   a.block_tables = make_view(d.tables.get(), DType::i32, {c.num_seqs, c.max_blocks}, dev);
   a.seq_lens = make_view(d.lens.get(), DType::i32, {c.num_seqs}, dev);
-  a.cache = cache_view(layout, d.cache.get(), dev);
+  a.cache = cache_view(layout, static_cast<uint8_t*>(d.cache.get()) + cache_offset, dev);
   a.output = make_view(d.output.get(), out_dtype, {c.num_seqs, c.num_q_heads, D}, dev);
   if (workspace_bytes > 0) {
     a.workspace =
@@ -227,6 +228,36 @@ TEST(GpuAttention, OneLongSequenceIsSplitAndMatches) {
   std::vector<uint8_t> got(d.output.bytes());
   d.output.download(got.data(), got.size());
   EXPECT_EQ(compare(got, DType::f32, reference_output(c)), "") << plan.num_splits << " splits";
+}
+
+TEST(GpuAttention, MisalignedCachesTakeNarrowerCopiesAndMatch) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  uint64_t seed = 50;
+  for (const LayoutWords& l : {kLayouts[0], kLayouts[1], kLayouts[2], kLayouts[5], kLayouts[9]}) {
+    for (size_t offset : {1, 2, 4, 8}) {
+      AttentionShape shape;
+      shape.format = l.format;
+      shape.order = l.order;
+      shape.k_scales = l.k_scales;
+      shape.v_scales = l.v_scales;
+      shape.group = 8;
+      shape.seq_lens = {700, 33};
+      AttentionCase c = kvq::test::make_attention_case(shape, seed++);
+      SCOPED_TRACE(
+          fmt::format("{}, cache pointer {} bytes past an aligned one", c.describe(), offset));
+      auto attention = make_attention(c.spec);
+      ASSERT_TRUE(attention);
+      uint64_t ws = 0;
+      ASSERT_TRUE(attention->workspace_bytes(c.num_seqs, c.num_q_heads, c.max_blocks, &ws).is_ok());
+      const PageLayout layout = PageLayout::from_spec(c.spec);
+      DeviceAttention d = upload(c, layout, DType::f32, ws, offset);
+      ASSERT_TRUE(attention->attend(d.args).is_ok());
+      check_cuda(cudaDeviceSynchronize(), "attend");
+      std::vector<uint8_t> got(d.output.bytes());
+      d.output.download(got.data(), got.size());
+      EXPECT_EQ(compare(got, DType::f32, reference_output(c)), "");
+    }
+  }
 }
 
 TEST(GpuAttention, DeviceValuesOutOfRangeAreSkippedAndCounted) {

@@ -6,8 +6,8 @@
 #   1. plan tests       cuda_unit_tests AttentionPlan.* (host planning)        -> plan.log
 #   2. gpu tests        cuda_attention_gpu_tests: >= 100 random cases against reference_cpu,
 #                       out-of-range device values, write + attend in one graph -> gpu_tests.json
-#   3. memcheck         compute-sanitizer --tool memcheck on the out-of-range, workspace and graph
-#                       tests and on a quick sweep of every format           -> memcheck.log
+#   3. memcheck         compute-sanitizer --tool memcheck on the out-of-range, workspace, graph,
+#                       misaligned-cache and long-sequence tests and on a quick sweep of every format           -> memcheck.log
 #   4. cli              kvq attend with the cuda backend on make_kv.py / make_query.py files,
 #                       against reference_cpu's output                        -> cli.log
 #   5. bench            kvq bench --attention (the full sweep)   -> bench.json, bench.txt
@@ -70,7 +70,7 @@ if [[ -n "$sanitizer" ]]; then
   sed 's/^backend:.*/backend: cuda/' configs/nvfp4_sm100.yaml > "$cfg"
   {
     "$sanitizer" --tool memcheck --error-exitcode 97 "$bin/cuda_attention_gpu_tests" \
-      --gtest_filter='GpuAttention.DeviceValues*:GpuAttention.Refuses*:GpuAttention.WriteThen*:GpuAttention.OneLong*'
+      --gtest_filter='GpuAttention.DeviceValues*:GpuAttention.Refuses*:GpuAttention.WriteThen*:GpuAttention.OneLong*:GpuAttention.Misaligned*'
     echo "rc=$?"
     "$sanitizer" --tool memcheck --error-exitcode 97 "$bin/kvq" bench "$cfg" --attention \
       --seqs 1,3 --contexts 100,5000 --gqa 1,8 --iterations 1 --backend cuda
