@@ -2,6 +2,7 @@
 # and the bench unit tests both link; plot_bench.py installed where the program finds it
 # (bin/../share/kvq). Included from apps/CMakeLists.txt after the kvq target.
 add_library(kvq_bench STATIC
+  ${CMAKE_CURRENT_LIST_DIR}/bench_attention.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bench_plan.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bench_data.cpp
   ${CMAKE_CURRENT_LIST_DIR}/bench_stats.cpp

@@ -12,6 +12,7 @@
 #include <optional>
 #include <string>
 
+#include "bench_attention.h"
 #include "bench_plan.h"
 #include "bench_plot.h"
 #include "bench_report.h"
@@ -36,6 +37,10 @@ struct BenchFlags {
   std::string threads;
   int32_t iterations = 0;            // 0: the default, bench::Settings::iterations
   std::optional<int64_t> fused_qkv;  // query heads; unset: K and V apart
+  // --attention and its sweep (bench_attention.h); empty lists: the default sweep.
+  bool attention = false;
+  std::string seqs, contexts, groups, formats;
+  double max_cache_gib = 48;
 };
 
 constexpr uint64_t kGpuCopyBytes = uint64_t{1} << 30;
@@ -113,6 +118,53 @@ void check_plot_path(const BenchFlags& f) {
   check_distinct(f.plot, "--plot", f.json, "--json");
 }
 
+// kvq bench --attention: the decode-attention sweep (bench_attention.h), table and JSON.
+int run_attention_bench(const BenchFlags& f, const Config& cfg) {
+  bench::AttentionSweep sweep;
+  if (!f.seqs.empty()) sweep.num_seqs = bench::parse_positive_list(f.seqs, "--seqs", 65535);
+  if (!f.contexts.empty()) {
+    sweep.contexts = bench::parse_positive_list(f.contexts, "--contexts", int64_t{1} << 30);
+  }
+  if (!f.groups.empty()) sweep.groups = bench::parse_positive_list(f.groups, "--gqa", 64);
+  if (!f.formats.empty()) {
+    sweep.formats.clear();
+    std::string_view rest = f.formats;
+    while (!rest.empty()) {
+      const size_t comma = rest.find(',');
+      sweep.formats.emplace_back(rest.substr(0, comma));
+      rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+  }
+  if (f.iterations > 0) sweep.iterations = f.iterations;
+  sweep.max_cache_bytes = static_cast<uint64_t>(f.max_cache_gib * 1073741824.0);
+  OpenedBackend opened =
+      open_backend(cfg, f.backend.empty() ? std::nullopt : std::optional<std::string>(f.backend));
+  const std::string& name = opened.backend.info().name;
+  if (!opened.backend.has_attention()) {
+    throw Error(ErrorCode::unavailable,
+                "--attention: backend " + name + " has no decode attention");
+  }
+  std::shared_ptr<DeviceRuntime> runtime =
+      at_config_keys(cfg, [&] { return opened.backend.make_runtime(opened.options); });
+  double copy_bps = 0;
+  throw_if_error(runtime->copy_bandwidth(kGpuCopyBytes, &copy_bps));
+  std::cerr << fmt::format("kvq bench --attention: {} ({}), copy bandwidth {:.1f} GB/s\n",
+                           runtime->device_name(), name, copy_bps / 1e9);
+  const auto results = bench::run_attention_sweep(opened.backend, opened.options, sweep, std::cerr);
+  bench::print_attention_table(std::cout, results, copy_bps);
+  if (!f.json.empty()) {
+    nlohmann::json doc = bench::attention_json(results, sweep, runtime->device_name(), copy_bps);
+    doc["command"] = command_line(f);
+    doc["backend"] = name;
+    doc["date"] = bench::utc_now_iso8601();
+    write_json(f.json, doc);
+    std::cerr << "kvq bench: numbers written to " << f.json << "\n";
+  }
+  const bool failed =
+      std::any_of(results.begin(), results.end(), [](const auto& r) { return !r.error.empty(); });
+  return failed ? kExitRuntime : kExitOk;
+}
+
 int run_bench(const BenchFlags& f) {
   Config cfg = load_checked_config(f.config).config;
   apply_logging(cfg, *f.common);
@@ -135,6 +187,8 @@ int run_bench(const BenchFlags& f) {
     check_writable(f.plot, "--plot");
     check_writable(plot_json(f), "--plot's JSON");
   }
+
+  if (f.attention) return run_attention_bench(f, cfg);
 
   bench::PlanRequest request;
   if (!f.shapes.empty()) request.shapes = bench::parse_shapes(f.shapes);
@@ -273,6 +327,26 @@ void add_bench_command(CLI::App& app, Runner& run) {
   sub->add_option("--threads", f->threads, "CPU backends: thread counts to time (default 1,2)")
       ->check(kNonEmpty)
       ->type_name("N,...");
+  sub->add_flag("--attention", f->attention,
+                "Time decode attention instead: num_seqs x context per cache format, GQA 4 and 8 "
+                "(H 8, D 128, block 16), against copy bandwidth");
+  sub->add_option("--seqs", f->seqs, "--attention: num_seqs to time (default 1,8,32,128)")
+      ->check(kNonEmpty)
+      ->type_name("N,...");
+  sub->add_option("--contexts", f->contexts,
+                  "--attention: context lengths to time (default 512,4096,32768,131072)")
+      ->check(kNonEmpty)
+      ->type_name("N,...");
+  sub->add_option("--gqa", f->groups, "--attention: query heads per kv head (default 4,8)")
+      ->check(kNonEmpty)
+      ->type_name("G,...");
+  sub->add_option("--formats", f->formats,
+                  "--attention: cache formats (default nvfp4,fp8_e4m3,fp8_e5m2,bf16)")
+      ->check(kNonEmpty)
+      ->type_name("F,...");
+  sub->add_option("--max-cache-gib", f->max_cache_gib,
+                  "--attention: skip cases whose cache is larger (default 48)")
+      ->check(CLI::Range(0.001, 1e6));
   f->common = add_common_flags(*sub);
   sub->callback([&run, f] { run = [f] { return run_bench(*f); }; });
 }

@@ -12,5 +12,6 @@ void add_write_command(CLI::App& app, Runner& run);      // cmd_write.cpp
 void add_read_command(CLI::App& app, Runner& run);       // cmd_read.cpp
 void add_bench_command(CLI::App& app, Runner& run);      // cmd_bench.cpp
 void add_calibrate_command(CLI::App& app, Runner& run);  // cmd_calibrate.cpp
+void add_attend_command(CLI::App& app, Runner& run);     // cmd_attend.cpp
 
 }  // namespace kvq::app

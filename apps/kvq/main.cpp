@@ -20,5 +20,6 @@ int main(int argc, char** argv) {
   kvq::app::add_read_command(app, run);
   kvq::app::add_bench_command(app, run);
   kvq::app::add_calibrate_command(app, run);
+  kvq::app::add_attend_command(app, run);
   return kvq::app::run_main(app, run, argc, argv);
 }

@@ -3,6 +3,7 @@
 
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <utility>
@@ -319,6 +320,156 @@ Status check_read_args(const ReadArgs& a, const PageLayout& layout, const kvq_re
                       backend);
     check_side_scales(a.v_scale, nullptr, a.v_head_scales, "v_scale", layout, a.cache, needs,
                       backend);
+  });
+}
+
+namespace {
+
+// [S, Hq, D] query or output rows, with what the backend declared for them.
+void check_heads(const TensorView& v, const char* name, const PageLayout& layout,
+                 const kvq_requirements& needs, std::string_view backend) {
+  check_device(v, name, needs);
+  check_ndim(v, name, 3, "[num_seqs, num_q_heads, head_size]");
+  check_size(v, name, 2, layout.geometry().head_size, "head_size");
+  check_strides(v, name);
+  check_data(v, name);
+  if ((needs.flags & KVQ_REQ_LAST_DIM_CONTIGUOUS) != 0 && v.shape[2] > 1 && v.strides[2] != 1) {
+    bad(
+        fmt::format("{}: stride(2) = {}: {} needs the last dimension (head_size) contiguous "
+                    "(stride 1); make it contiguous first ({})",
+                    name, v.strides[2], backend, v.describe()));
+  }
+}
+
+// The values of host-side block tables and seq_lens, read once their memory has passed.
+void check_sequences(const TensorView& tables, const TensorView& lens, const PageLayout& layout) {
+  if (tables.device != Device::cpu() || lens.device != Device::cpu()) return;  // counted instead
+  const PageGeometry& g = layout.geometry();
+  const int64_t max_blocks = tables.shape[1];
+  for (int64_t s = 0; s < lens.shape[0]; ++s) {
+    const int32_t len = lens.ptr<const int32_t>()[s * lens.strides[0]];
+    if (len < 0 || len > max_blocks * g.block_size) {
+      throw Error(ErrorCode::out_of_range,
+                  fmt::format("seq_lens[{}] = {}: expected 0 .. {} (max_blocks_per_seq {} x "
+                              "block_size {}; 0 is padding)",
+                              s, len, max_blocks * g.block_size, max_blocks, g.block_size));
+    }
+    const int64_t used = (len + g.block_size - 1) / g.block_size;
+    for (int64_t b = 0; b < used; ++b) {
+      const int32_t id = tables.ptr<const int32_t>()[s * tables.strides[0] + b * tables.strides[1]];
+      if (id < 0 || id >= g.num_blocks) {
+        throw Error(ErrorCode::out_of_range,
+                    fmt::format("block_tables[{}, {}] = {}: expected 0 .. {} (num_blocks {}; "
+                                "the block holds tokens {} .. {} of a sequence of {})",
+                                s, b, id, g.num_blocks - 1, g.num_blocks, b * g.block_size,
+                                std::min<int64_t>(len, (b + 1) * g.block_size) - 1, len));
+      }
+    }
+  }
+}
+
+}  // namespace
+
+float default_softmax_scale(int64_t head_size) noexcept {
+  return head_size > 0 ? static_cast<float>(1.0 / std::sqrt(static_cast<double>(head_size))) : 1.0f;
+}
+
+Status check_attention_args(const AttentionArgs& a, const PageLayout& layout,
+                            const kvq_requirements& needs, std::string_view backend,
+                            uint64_t workspace_bytes) noexcept {
+  return catch_as_status([&] {
+    const PageGeometry& g = layout.geometry();
+    check_heads(a.query, "query", layout, needs, backend);
+    if (a.query.dtype != DType::bf16 && a.query.dtype != DType::f16) {
+      bad(fmt::format("query: dtype {}: expected bf16 or f16", dtype_name(a.query.dtype)));
+    }
+    if ((needs.input_dtypes & (1u << static_cast<uint32_t>(a.query.dtype))) == 0) {
+      bad(fmt::format("query: dtype {}: expected {} ({}'s query dtypes)", dtype_name(a.query.dtype),
+                      dtype_list(needs.input_dtypes), backend));
+    }
+    const int64_t num_seqs = a.query.shape[0], num_q_heads = a.query.shape[1];
+    if (num_q_heads < 1 || num_q_heads % g.num_kv_heads != 0) {
+      bad(
+          fmt::format("query.shape[1] = {}: expected a positive multiple of num_kv_heads {} "
+                      "(grouped-query attention: each kv head serves num_q_heads / num_kv_heads "
+                      "query heads)",
+                      num_q_heads, g.num_kv_heads));
+    }
+    check_device(a.block_tables, "block_tables", needs);
+    check_ndim(a.block_tables, "block_tables", 2, "[num_seqs, max_blocks_per_seq]");
+    if (a.block_tables.dtype != DType::i32) {
+      bad(fmt::format("block_tables: dtype {}: expected i32", dtype_name(a.block_tables.dtype)));
+    }
+    check_size(a.block_tables, "block_tables", 0, num_seqs, "num_seqs of query");
+    check_strides(a.block_tables, "block_tables");
+    check_data(a.block_tables, "block_tables");
+    check_device(a.seq_lens, "seq_lens", needs);
+    check_ndim(a.seq_lens, "seq_lens", 1, "[num_seqs]");
+    if (a.seq_lens.dtype != DType::i32) {
+      bad(fmt::format("seq_lens: dtype {}: expected i32", dtype_name(a.seq_lens.dtype)));
+    }
+    check_size(a.seq_lens, "seq_lens", 0, num_seqs, "num_seqs of query");
+    check_strides(a.seq_lens, "seq_lens");
+    check_data(a.seq_lens, "seq_lens");
+    check_cache(a.cache, layout, needs);
+    check_heads(a.output, "output", layout, needs, backend);
+    if (a.output.dtype != DType::bf16 && a.output.dtype != DType::f16 &&
+        a.output.dtype != DType::f32) {
+      bad(fmt::format("output: dtype {}: expected bf16, f16 or f32", dtype_name(a.output.dtype)));
+    }
+    check_size(a.output, "output", 0, num_seqs, "num_seqs of query");
+    check_size(a.output, "output", 1, num_q_heads, "num_q_heads of query");
+    if (a.output.elements_overlap()) {
+      bad(
+          fmt::format("output: strides [{}, {}, {}] give two elements the same memory: expected "
+                      "an output where every element has its own",
+                      a.output.strides[0], a.output.strides[1], a.output.strides[2]));
+    }
+    check_disjoint(a.output, "output", a.query, "query");
+    check_disjoint(a.output, "output", a.block_tables, "block_tables");
+    check_disjoint(a.output, "output", a.seq_lens, "seq_lens");
+    check_disjoint(a.output, "output", a.cache, "cache");
+    if (workspace_bytes > 0) {
+      const TensorView& w = a.workspace;
+      if (w.data == nullptr) {
+        bad(
+            fmt::format("workspace: none given: expected {} bytes on {} (workspace_bytes() for "
+                        "num_seqs {}, num_q_heads {}, max_blocks_per_seq {})",
+                        workspace_bytes, to_string(from_abi(needs.device)), num_seqs, num_q_heads,
+                        a.block_tables.shape[1]));
+      }
+      check_device(w, "workspace", needs);
+      check_ndim(w, "workspace", 1, "[bytes]");
+      if (w.dtype != DType::u8 || !w.is_contiguous()) {
+        bad(fmt::format("workspace: {}: expected contiguous u8 [bytes]", w.describe()));
+      }
+      if (static_cast<uint64_t>(w.shape[0]) < workspace_bytes) {
+        bad(fmt::format(
+            "workspace: {} bytes: expected at least {} (workspace_bytes() for "
+            "num_seqs {}, num_q_heads {}, max_blocks_per_seq {})",
+            w.shape[0], workspace_bytes, num_seqs, num_q_heads, a.block_tables.shape[1]));
+      }
+      if (reinterpret_cast<uintptr_t>(w.data) % 16 != 0) {
+        bad(fmt::format("workspace: data pointer {} is not 16-byte aligned", w.data));
+      }
+      for (const auto& [v, name] :
+           {std::pair{&a.query, "query"}, std::pair{&a.block_tables, "block_tables"},
+            std::pair{&a.seq_lens, "seq_lens"}, std::pair{&a.cache, "cache"},
+            std::pair{&a.output, "output"}}) {
+        check_disjoint(w, "workspace", *v, name);
+      }
+    }
+    check_sequences(a.block_tables, a.seq_lens, layout);
+    check_side_scales(a.k_scale, a.k_scale_ptr, a.k_head_scales, "k_scale", layout, a.cache, needs,
+                      backend);
+    check_side_scales(a.v_scale, a.v_scale_ptr, a.v_head_scales, "v_scale", layout, a.cache, needs,
+                      backend);
+    if (!(a.softmax_scale > 0.0f) || !std::isfinite(a.softmax_scale)) {
+      bad(
+          fmt::format("softmax_scale = {}: expected a finite value > 0 (0 asks for 1 / "
+                      "sqrt(head_size))",
+                      a.softmax_scale));
+    }
   });
 }
 

@@ -54,6 +54,25 @@ ReadArgs to_read_args(const kvq_read_args& c) {
   return a;
 }
 
+AttentionArgs to_attention_args(const kvq_attention_args& c) {
+  AttentionArgs a;
+  a.query = from_dlpack(*c.query);
+  a.block_tables = from_dlpack(*c.block_tables);
+  a.seq_lens = from_dlpack(*c.seq_lens);
+  a.cache = from_dlpack(*c.cache);
+  a.output = from_dlpack(*c.output);
+  a.k_scale = c.k_scale;
+  a.v_scale = c.v_scale;
+  a.k_scale_ptr = c.k_scale_ptr;
+  a.v_scale_ptr = c.v_scale_ptr;
+  if (c.k_head_scales != nullptr) a.k_head_scales = from_dlpack(*c.k_head_scales);
+  if (c.v_head_scales != nullptr) a.v_head_scales = from_dlpack(*c.v_head_scales);
+  a.softmax_scale = c.softmax_scale;
+  if (c.workspace != nullptr) a.workspace = from_dlpack(*c.workspace);
+  a.stream = c.stream;
+  return a;
+}
+
 std::optional<Device> requested_device(const kvq_backend_options& o) {
   if (o.has_device == 0) return std::nullopt;
   return from_abi(o.device);

@@ -188,11 +188,13 @@ LoadResult load_plugin(const fs::path& file, const fs::path& canonical) {
     return fail(fmt::format("plugin ABI {}, host ABI {} (rebuild the plugin against this kvq)",
                             p->abi_version, KVQ_PLUGIN_ABI_VERSION));
   }
-  if (p->struct_size < sizeof(kvq_plugin)) {
+  // Fields appended within ABI 2 (create_attention) are optional: an ABI 2.0 descriptor ends
+  // before them.
+  if (p->struct_size < KVQ_PLUGIN_MIN_STRUCT_SIZE) {
     return fail(
         fmt::format("kvq_plugin is {} bytes, ABI {} has {}: a damaged or hand-made "
                     "descriptor",
-                    p->struct_size, KVQ_PLUGIN_ABI_VERSION, sizeof(kvq_plugin)));
+                    p->struct_size, KVQ_PLUGIN_ABI_VERSION, KVQ_PLUGIN_MIN_STRUCT_SIZE));
   }
   if (!p->name || p->name[0] == '\0') return fail("descriptor has no name");
   const std::string name = message_text(p->name, 64);

@@ -134,6 +134,87 @@ class PluginReader final : public KVCacheReader {
   kvq_requirements needs_;
 };
 
+class PluginAttention final : public KVCacheAttention {
+ public:
+  PluginAttention(std::shared_ptr<const LoadedPlugin> plugin, kvq_attention* attention,
+                  const PageLayout& layout)
+      : plugin_(std::move(plugin)),
+        attention_(attention),
+        layout_(layout),
+        needs_(*attention->ops->requirements(attention)) {}
+  ~PluginAttention() override { attention_->ops->destroy(attention_); }
+  PluginAttention(const PluginAttention&) = delete;
+  PluginAttention& operator=(const PluginAttention&) = delete;
+
+  Status attend(const AttentionArgs& in) noexcept override {
+    AttentionArgs a = in;
+    if (a.softmax_scale == 0.0f) {
+      a.softmax_scale = default_softmax_scale(layout_.geometry().head_size);
+    }
+    uint64_t needed = 0;
+    if (a.query.ndim == 3 && a.block_tables.ndim == 2) {
+      if (Status s =
+              workspace_bytes(a.query.shape[0], a.query.shape[1], a.block_tables.shape[1], &needed);
+          !s) {
+        return s;
+      }
+    }
+    if (Status s = check_attention_args(a, layout_, needs_, plugin_->info.name, needed); !s) {
+      return s;
+    }
+    const DLTensor query = to_dlpack(a.query), tables = to_dlpack(a.block_tables);
+    const DLTensor lens = to_dlpack(a.seq_lens), cache = to_dlpack(a.cache);
+    const DLTensor output = to_dlpack(a.output), workspace = to_dlpack(a.workspace);
+    const DLTensor k_heads = to_dlpack(a.k_head_scales), v_heads = to_dlpack(a.v_head_scales);
+    kvq_attention_args args{};
+    args.struct_size = sizeof(kvq_attention_args);
+    args.query = &query;
+    args.block_tables = &tables;
+    args.seq_lens = &lens;
+    args.cache = &cache;
+    args.output = &output;
+    args.k_scale = a.k_scale;
+    args.v_scale = a.v_scale;
+    args.k_scale_ptr = a.k_scale_ptr;
+    args.v_scale_ptr = a.v_scale_ptr;
+    args.k_head_scales = a.k_head_scales.data != nullptr ? &k_heads : nullptr;
+    args.v_head_scales = a.v_head_scales.data != nullptr ? &v_heads : nullptr;
+    args.softmax_scale = a.softmax_scale;
+    args.workspace = needed > 0 ? &workspace : nullptr;
+    args.stream = a.stream;
+    kvq_error err{};
+    if (attention_->ops->attend(attention_, &args, &err) != KVQ_OK) return to_status(err);
+    return Status::ok();
+  }
+  Status workspace_bytes(int64_t num_seqs, int64_t num_q_heads, int64_t max_blocks_per_seq,
+                         uint64_t* bytes) const noexcept override {
+    if (bytes == nullptr) return {ErrorCode::invalid_argument, "bytes: null pointer"};
+    kvq_error err{};
+    if (attention_->ops->workspace_bytes(attention_, num_seqs, num_q_heads, max_blocks_per_seq,
+                                         bytes, &err) != KVQ_OK) {
+      return to_status(err);
+    }
+    return Status::ok();
+  }
+  Status take_out_of_range(AttentionOutOfRange* counts) noexcept override {
+    if (counts == nullptr) return {ErrorCode::invalid_argument, "counts: null pointer"};
+    kvq_attention_counts c{sizeof(kvq_attention_counts), 0, 0};
+    kvq_error err{};
+    if (attention_->ops->take_out_of_range(attention_, &c, &err) != KVQ_OK) return to_status(err);
+    counts->block_ids = c.block_ids;
+    counts->seq_lens = c.seq_lens;
+    return Status::ok();
+  }
+  const PageLayout& layout() const noexcept override { return layout_; }
+  Device device() const noexcept override { return from_abi(needs_.device); }
+
+ private:
+  std::shared_ptr<const LoadedPlugin> plugin_;
+  kvq_attention* attention_;
+  PageLayout layout_;
+  kvq_requirements needs_;
+};
+
 // What a C launch callback needs to call the host's LaunchFn and keep its Status.
 struct LaunchContext {
   LaunchFn launch;
@@ -233,6 +314,12 @@ std::shared_ptr<KVCacheWriter> wrap_writer(std::shared_ptr<const LoadedPlugin> p
 std::shared_ptr<KVCacheReader> wrap_reader(std::shared_ptr<const LoadedPlugin> plugin,
                                            kvq_reader* reader, const PageLayout& layout) {
   return std::make_shared<PluginReader>(std::move(plugin), reader, layout);
+}
+
+std::shared_ptr<KVCacheAttention> wrap_attention(std::shared_ptr<const LoadedPlugin> plugin,
+                                                 kvq_attention* attention,
+                                                 const PageLayout& layout) {
+  return std::make_shared<PluginAttention>(std::move(plugin), attention, layout);
 }
 
 std::shared_ptr<DeviceRuntime> wrap_runtime(std::shared_ptr<const LoadedPlugin> plugin,

@@ -1,10 +1,11 @@
 #pragma once
-// Private to core: a plugin's C objects (kvq_writer, kvq_reader, kvq_runtime) behind the host's
-// C++ interfaces. Each holds its plugin (so the library outlives it) and destroys the C object
-// through its own table. Writers and readers check the contract before every call crosses.
+// Private to core: a plugin's C objects (kvq_writer, kvq_reader, kvq_attention, kvq_runtime) behind
+// the host's C++ interfaces. Each holds its plugin (so the library outlives it) and destroys the C
+// object through its own table. Writers and readers check the contract before every call crosses.
 #include <memory>
 
 #include "kvq/abi/plugin.h"
+#include "kvq/core/attention.h"
 #include "kvq/core/device_runtime.h"
 #include "kvq/core/kv_cache.h"
 #include "plugin_loader.h"
@@ -15,6 +16,9 @@ std::shared_ptr<KVCacheWriter> wrap_writer(std::shared_ptr<const LoadedPlugin> p
                                            kvq_writer* writer, const PageLayout& layout);
 std::shared_ptr<KVCacheReader> wrap_reader(std::shared_ptr<const LoadedPlugin> plugin,
                                            kvq_reader* reader, const PageLayout& layout);
+std::shared_ptr<KVCacheAttention> wrap_attention(std::shared_ptr<const LoadedPlugin> plugin,
+                                                 kvq_attention* attention,
+                                                 const PageLayout& layout);
 std::shared_ptr<DeviceRuntime> wrap_runtime(std::shared_ptr<const LoadedPlugin> plugin,
                                             kvq_runtime* runtime);
 

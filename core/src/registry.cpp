@@ -102,6 +102,28 @@ std::shared_ptr<KVCacheReader> Backend::make_reader(const BackendOptions& option
   return detail::wrap_reader(plugin_, raw, o.layout);
 }
 
+bool Backend::has_attention() const {
+  return KVQ_PLUGIN_HAS_ATTENTION(plugin_->plugin);
+}
+
+std::shared_ptr<KVCacheAttention> Backend::make_attention(const BackendOptions& options) const {
+  if (!has_attention()) {
+    throw Error(ErrorCode::unavailable,
+                fmt::format("backend '{}' ({}) has no decode attention", plugin_->info.name,
+                            plugin_->info.file.string()));
+  }
+  const CrossingOptions o(options);
+  kvq_attention* raw = nullptr;
+  kvq_error err{};
+  if (plugin_->plugin->create_attention(&o.c, &raw, &err) != KVQ_OK) {
+    refused(*plugin_, "attention", err);
+  }
+  if (raw == nullptr || raw->ops == nullptr || raw->ops->requirements(raw) == nullptr) {
+    returned_nothing(*plugin_, "attention");
+  }
+  return detail::wrap_attention(plugin_, raw, o.layout);
+}
+
 std::shared_ptr<DeviceRuntime> Backend::make_runtime(const BackendOptions& options) const {
   if (plugin_->plugin->create_runtime == nullptr) {
     // Host memory: core's process-wide runtime, not owned.

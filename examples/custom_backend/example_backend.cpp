@@ -240,6 +240,7 @@ const kvq_plugin* entry() {
       &create_writer,
       &create_reader,
       nullptr,  // create_runtime: host memory, the host's own runtime
+      nullptr,  // create_attention: no decode attention
   };
   return &plugin;
 }

@@ -16,3 +16,11 @@ kvq_add_test(kvq_staging_unit_tests LABEL unit
           ${PROJECT_SOURCE_DIR}/apps/kvq/tensor_staging.cpp
   LINK kvq::core fmt::fmt)
 target_include_directories(kvq_staging_unit_tests PRIVATE ${PROJECT_SOURCE_DIR}/apps/kvq)
+
+# kvq attend (issue 49): end to end with reference_cpu, against the reference in-process.
+kvq_add_test(kvq_attend_cli_tests LABEL plugin
+  SOURCES ${CMAKE_CURRENT_LIST_DIR}/attend_cli_test.cpp
+  LINK kvq_reference_cpu_impl kvq::io)
+target_compile_definitions(kvq_attend_cli_tests PRIVATE
+  KVQ_BUILD_DIR_DEFAULT="${PROJECT_BINARY_DIR}" KVQ_SOURCE_DIR_DEFAULT="${PROJECT_SOURCE_DIR}")
+add_dependencies(kvq_attend_cli_tests kvq kvq_backend_reference_cpu)

@@ -144,7 +144,7 @@ TEST(PluginRegistry, DescriptorShorterThanTheAbisIsRejected) {
   const fs::path file = fixture("short_struct", "libkvq_fixture_short_struct.so");
   const Registry r = scanned({file});
   EXPECT_EQ(only_failure(r, file).reason, "kvq_plugin is 16 bytes, ABI 2 has " +
-                                              std::to_string(sizeof(kvq_plugin)) +
+                                              std::to_string(KVQ_PLUGIN_MIN_STRUCT_SIZE) +
                                               ": a damaged or hand-made descriptor");
 }
 

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "cuda_attention.h"
 #include "cuda_device_runtime.h"
 #include "cuda_writer.h"
 #include "kvq/abi/plugin_cpp.h"
@@ -43,6 +44,29 @@ class Reader {
 
  private:
   std::unique_ptr<CudaNvfp4Reader> impl_;
+};
+
+class Attention {
+ public:
+  explicit Attention(cuda::CudaAttention* impl) : impl_(impl) {}
+  const kvq_requirements& requirements() const { return impl_->requirements(); }
+  Status workspace_bytes(int64_t num_seqs, int64_t num_q_heads, int64_t max_blocks,
+                         uint64_t* bytes) const {
+    return impl_->workspace_bytes(num_seqs, num_q_heads, max_blocks, bytes);
+  }
+  Status attend(const kvq_attention_args& a) {
+    return catch_as_status([&] { throw_if_error(impl_->attend_checked(to_attention_args(a))); });
+  }
+  Status take_out_of_range(kvq_attention_counts* counts) {
+    AttentionOutOfRange c;
+    if (Status s = impl_->take_out_of_range(&c); !s) return s;
+    counts->block_ids = c.block_ids;
+    counts->seq_lens = c.seq_lens;
+    return Status::ok();
+  }
+
+ private:
+  std::unique_ptr<cuda::CudaAttention> impl_;
 };
 
 // The runtime's C++ interface as the C table wants it.
@@ -127,6 +151,16 @@ int32_t create_reader(const kvq_backend_options* o, kvq_reader** out, kvq_error*
   });
 }
 
+int32_t create_attention(const kvq_backend_options* o, kvq_attention** out, kvq_error* err) {
+  return abi::guard(err, [&] {
+    return catch_as_status([&] {
+      cuda::CudaAttention* a = nullptr;
+      throw_if_error(cuda::CudaAttention::create(options_layout(*o), requested_device(*o), &a));
+      *out = abi::new_attention<Attention>(a);
+    });
+  });
+}
+
 int32_t create_runtime(const kvq_backend_options* o, kvq_runtime** out, kvq_error* err) {
   return abi::guard(err, [&] {
     return catch_as_status([&] {
@@ -153,6 +187,7 @@ const kvq_plugin* entry() {
       &create_writer,
       &create_reader,
       &create_runtime,
+      &create_attention,
   };
   return &plugin;
 }

@@ -1,5 +1,6 @@
-// The reference_cpu plugin's one exported entry (kvq_plugin_entry): the writer and reader of the
-// static library the unit tests link too, behind the C boundary (kvq/abi/plugin.h).
+// The reference_cpu plugin's one exported entry (kvq_plugin_entry): the writer, reader and decode
+// attention of the static library the unit tests link too, behind the C boundary
+// (kvq/abi/plugin.h).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,6 +11,7 @@
 #include "kvq/abi/plugin_cpp.h"
 #include "kvq/core/plugin_glue.h"
 #include "kvq/core/version.h"
+#include "kvq/reference_cpu/reference_attention.h"
 #include "kvq/reference_cpu/reference_reader.h"
 #include "kvq/reference_cpu/reference_writer.h"
 
@@ -41,6 +43,27 @@ class Reader {
 
  private:
   reference_cpu::ReferenceReader impl_;
+};
+
+class Attention {
+ public:
+  Attention(const PageLayout& layout, int threads) : impl_(layout, threads) {}
+  const kvq_requirements& requirements() const { return reference_cpu::attention_requirements(); }
+  Status workspace_bytes(int64_t num_seqs, int64_t num_q_heads, int64_t max_blocks,
+                         uint64_t* bytes) const {
+    return impl_.workspace_bytes(num_seqs, num_q_heads, max_blocks, bytes);
+  }
+  Status attend(const kvq_attention_args& a) {
+    return catch_as_status([&] { throw_if_error(impl_.attend_checked(to_attention_args(a))); });
+  }
+  Status take_out_of_range(kvq_attention_counts* counts) {
+    counts->block_ids = 0;
+    counts->seq_lens = 0;
+    return Status::ok();
+  }
+
+ private:
+  reference_cpu::ReferenceAttention impl_;
 };
 
 int32_t init(const kvq_host* host, kvq_error* err) {
@@ -75,6 +98,15 @@ int32_t create_reader(const kvq_backend_options* o, kvq_reader** out, kvq_error*
   });
 }
 
+int32_t create_attention(const kvq_backend_options* o, kvq_attention** out, kvq_error* err) {
+  return abi::guard(err, [&] {
+    return catch_as_status([&] {
+      const int threads = reference_cpu::check_backend_options(requested_device(*o), o->threads);
+      *out = abi::new_attention<Attention>(options_layout(*o), threads);
+    });
+  });
+}
+
 const kvq_plugin* entry() {
   static const kvq_plugin plugin{
       KVQ_PLUGIN_ABI_VERSION,
@@ -89,6 +121,7 @@ const kvq_plugin* entry() {
       &create_writer,
       &create_reader,
       nullptr,  // host memory: the host uses kvq::host_runtime()
+      &create_attention,
   };
   return &plugin;
 }

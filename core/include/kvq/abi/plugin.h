@@ -9,6 +9,7 @@
  *   plugin file libkvq_<name>.so exports   const kvq_plugin* kvq_plugin_entry(void);
  *   host: dlopen(RTLD_NOW | RTLD_LOCAL) -> entry() -> abi_version == KVQ_PLUGIN_ABI_VERSION ?
  *         -> init(host) -> probe() -> create_writer / create_reader / create_runtime
+ *         (-> create_attention, when the descriptor has it)
  *
  * Errors: a function returns 0 (KVQ_OK) or a kvq_error_code, and then fills *err: a message
  * (and, optionally, the config key at fault) that the callee owns and keeps valid until its next
@@ -213,6 +214,69 @@ struct kvq_runtime {
   const kvq_runtime_ops* ops;
 };
 
+/* ---- decode attention (appended in ABI 2.2: a plugin whose kvq_plugin ends before
+ * create_attention has none) ----------------------------------------------------------------
+ *
+ * One new query token per sequence attends over that sequence's cached K and V:
+ *
+ *   out[s, q, :] = sum_j softmax_j(softmax_scale * Q[s, q, :] . K[s, j, kv(q), :]) V[s, j, kv(q),
+ * :]
+ *
+ * over the tokens j < seq_lens[s], token j living in page block_tables[s, j / block_size] at
+ * row j % block_size; kv(q) = q / (num_q_heads / num_kv_heads) (GQA). K and V are the pages'
+ * dequantized values (docs/format.md), each side times its scale (k_scale / v_scale, the device
+ * pointer, or the head's k_head_scales / v_head_scales entry). docs/attention.md. */
+typedef struct kvq_attention_args {
+  uint32_t struct_size;
+  const DLTensor* query;        /* [num_seqs, num_q_heads, head_size] bf16 | f16 */
+  const DLTensor* block_tables; /* [num_seqs, max_blocks_per_seq] int32 */
+  const DLTensor* seq_lens;     /* [num_seqs] int32: 0 = padding (zeros out), else
+                                   1 .. max_blocks_per_seq * block_size */
+  const DLTensor* cache;        /* [num_blocks, page_bytes] uint8, contiguous */
+  const DLTensor* output;       /* out: [num_seqs, num_q_heads, head_size] bf16 | f16 | f32 */
+  float k_scale;                /* dequantization scales, used when the pointers are NULL */
+  float v_scale;
+  const float* k_scale_ptr; /* or one f32 each on the device (KVQ_REQ_DEVICE_SCALES) */
+  const float* v_scale_ptr;
+  const DLTensor* k_head_scales; /* as kvq_write_args's (KVQ_REQ_HEAD_SCALES), or NULL */
+  const DLTensor* v_head_scales;
+  float softmax_scale; /* > 0 and finite (the host fills in 1 / sqrt(head_size) by default) */
+  /* [workspace_bytes] uint8 on the device, workspace_bytes(num_seqs, num_q_heads,
+   * max_blocks_per_seq) long at least; NULL when that is 0. Scratch for split-KV partial results:
+   * allocated by the caller once, so attend() allocates nothing and can be captured in a graph. */
+  const DLTensor* workspace;
+  void* stream; /* cudaStream_t for CUDA backends (NULL: the legacy default stream) */
+} kvq_attention_args;
+
+/* Device-side values attend() skipped since the last take (the host checks host-side values
+ * before the call instead): block ids outside [0, num_blocks) named by a token < seq_len (the
+ * page's tokens are left out of the softmax; counted once per table entry), and seq_lens < 0 or
+ * past the block table (the sequence's output is zeros; counted once per sequence). */
+typedef struct kvq_attention_counts {
+  uint32_t struct_size;
+  int64_t block_ids;
+  int64_t seq_lens;
+} kvq_attention_counts;
+
+typedef struct kvq_attention kvq_attention;
+typedef struct kvq_attention_ops {
+  uint32_t struct_size;
+  void (*destroy)(kvq_attention* self);
+  /* device, query dtypes (input_dtypes: bf16, f16 bits), flags: KVQ_REQ_DEVICE_SLOTS (block
+   * tables and seq_lens on the device: counted, not checked), KVQ_REQ_DEVICE_SCALES,
+   * KVQ_REQ_HEAD_SCALES, KVQ_REQ_LAST_DIM_CONTIGUOUS (query and output). */
+  const kvq_requirements* (*requirements)(const kvq_attention* self);
+  /* Bytes of workspace an attend() of this shape needs (0: none). Host-only, no device work. */
+  int32_t (*workspace_bytes)(const kvq_attention* self, int64_t num_seqs, int64_t num_q_heads,
+                             int64_t max_blocks_per_seq, uint64_t* bytes, kvq_error* err);
+  int32_t (*attend)(kvq_attention* self, const kvq_attention_args* args, kvq_error* err);
+  /* Synchronizes with the attends issued so far, fills *counts and resets them. */
+  int32_t (*take_out_of_range)(kvq_attention* self, kvq_attention_counts* counts, kvq_error* err);
+} kvq_attention_ops;
+struct kvq_attention {
+  const kvq_attention_ops* ops;
+};
+
 typedef struct kvq_plugin {
   uint32_t abi_version; /* always first: KVQ_PLUGIN_ABI_VERSION */
   uint32_t struct_size;
@@ -230,7 +294,20 @@ typedef struct kvq_plugin {
   int32_t (*create_reader)(const kvq_backend_options* options, kvq_reader** out, kvq_error* err);
   /* NULL for backends that work on host memory. */
   int32_t (*create_runtime)(const kvq_backend_options* options, kvq_runtime** out, kvq_error* err);
+  /* Appended in ABI 2.2, so always last: present when struct_size reaches past it
+   * (KVQ_PLUGIN_HAS_ATTENTION); NULL or absent for a backend without decode attention. */
+  int32_t (*create_attention)(const kvq_backend_options* options, kvq_attention** out,
+                              kvq_error* err);
 } kvq_plugin;
+
+/* The size of an ABI 2.0 descriptor (everything before the appended fields): what the loader
+ * requires at least. */
+#define KVQ_PLUGIN_MIN_STRUCT_SIZE offsetof(kvq_plugin, create_attention)
+
+/* Whether descriptor *p has decode attention. */
+#define KVQ_PLUGIN_HAS_ATTENTION(p)                                                       \
+  ((p)->struct_size >= offsetof(kvq_plugin, create_attention) + sizeof(void (*)(void)) && \
+   (p)->create_attention != NULL)
 
 typedef const kvq_plugin* (*kvq_plugin_entry_fn)(void);
 

@@ -1,6 +1,7 @@
 // The plugin side of the boundary for C++ authors: turns a class into kvq_writer / kvq_reader /
-// kvq_runtime tables, errors into kvq_error, and logs into the host's callback. Header-only C++17
-// on the C ABI (kvq/abi/plugin.h) alone: no kvq library, spdlog or fmt, any compiler.
+// kvq_attention / kvq_runtime tables, errors into kvq_error, and logs into the host's callback.
+// Header-only C++17 on the C ABI (kvq/abi/plugin.h) alone: no kvq library, spdlog or fmt, any
+// compiler.
 //
 //   class MyWriter {                                  // a writer is any class with these three
 //    public:
@@ -176,6 +177,53 @@ const kvq_reader_ops* reader_ops() {
 template <class T, class... A>
 kvq_reader* new_reader(A&&... a) {
   return &(new ReaderBox<T>(reader_ops<T>(), std::forward<A>(a)...))->base;
+}
+
+// An attention is any class with requirements(), workspace_bytes(num_seqs, num_q_heads,
+// max_blocks_per_seq, uint64_t*), attend(const kvq_attention_args&) and
+// take_out_of_range(kvq_attention_counts*).
+template <class T>
+struct AttentionBox {
+  kvq_attention base;
+  T impl;
+  template <class... A>
+  explicit AttentionBox(const kvq_attention_ops* ops, A&&... a)
+      : base{ops}, impl(std::forward<A>(a)...) {}
+  static T& of(kvq_attention* p) { return reinterpret_cast<AttentionBox*>(p)->impl; }
+  static const T& of(const kvq_attention* p) {
+    return reinterpret_cast<const AttentionBox*>(p)->impl;
+  }
+};
+
+template <class T>
+const kvq_attention_ops* attention_ops() {
+  using Box = AttentionBox<T>;
+  static const kvq_attention_ops ops{
+      sizeof(kvq_attention_ops),
+      [](kvq_attention* self) { delete reinterpret_cast<Box*>(self); },
+      [](const kvq_attention* self) -> const kvq_requirements* {
+        return &Box::of(self).requirements();
+      },
+      [](const kvq_attention* self, int64_t num_seqs, int64_t num_q_heads,
+         int64_t max_blocks_per_seq, uint64_t* bytes, kvq_error* err) -> int32_t {
+        return guard(err, [&] {
+          return Box::of(self).workspace_bytes(num_seqs, num_q_heads, max_blocks_per_seq, bytes);
+        });
+      },
+      [](kvq_attention* self, const kvq_attention_args* args, kvq_error* err) -> int32_t {
+        return guard(err, [&] { return Box::of(self).attend(*args); });
+      },
+      [](kvq_attention* self, kvq_attention_counts* counts, kvq_error* err) -> int32_t {
+        return guard(err, [&] { return Box::of(self).take_out_of_range(counts); });
+      },
+  };
+  return &ops;
+}
+
+// A new attention of class T, as create_attention returns it.
+template <class T, class... A>
+kvq_attention* new_attention(A&&... a) {
+  return &(new AttentionBox<T>(attention_ops<T>(), std::forward<A>(a)...))->base;
 }
 
 // A runtime is any class with device(), device_name(), stream(), allocate(bytes, void**),

@@ -6,6 +6,7 @@
 #include <optional>
 
 #include "kvq/abi/plugin.h"
+#include "kvq/core/attention.h"
 #include "kvq/core/export.h"
 #include "kvq/core/kv_cache.h"
 #include "kvq/core/page_layout.h"
@@ -15,6 +16,7 @@ namespace kvq {
 // Views of the DLTensors (kvq::from_dlpack); throws kvq::Error for a tensor kvq cannot describe.
 KVQ_API WriteArgs to_write_args(const kvq_write_args& args);
 KVQ_API ReadArgs to_read_args(const kvq_read_args& args);
+KVQ_API AttentionArgs to_attention_args(const kvq_attention_args& args);
 
 // Device <-> the ABI's kvq_device.
 KVQ_API kvq_device to_abi(Device d);

@@ -10,6 +10,7 @@
 #include <utility>
 #include <vector>
 
+#include "kvq/core/attention.h"
 #include "kvq/core/cache_spec.h"
 #include "kvq/core/device_runtime.h"
 #include "kvq/core/export.h"
@@ -53,6 +54,10 @@ class KVQ_API Backend {
   const PluginInfo& info() const;
   std::shared_ptr<KVCacheWriter> make_writer(const BackendOptions& options) const;  // throws
   std::shared_ptr<KVCacheReader> make_reader(const BackendOptions& options) const;  // throws
+  // Whether the plugin has decode attention (kvq_plugin::create_attention, ABI 2.2).
+  bool has_attention() const;
+  // Throws unavailable when it has none.
+  std::shared_ptr<KVCacheAttention> make_attention(const BackendOptions& options) const;
   // The backend's runtime, or a non-owning pointer to host_runtime() when it has none.
   std::shared_ptr<DeviceRuntime> make_runtime(const BackendOptions& options) const;  // throws
 

@@ -1,0 +1,765 @@
+// Paged decode attention over kvq's pages (flash-decoding with tensor cores; docs/attention.md).
+//
+// One CTA = 4 warps = one (split, kv head, 16-query-head tile, sequence). Its tokens go to the
+// warps 16 at a time (tile i to warp i % 4). Per tile a warp
+//   1. copies the tile's raw K and V rows (and nvfp4 scale bytes) from the pages into its own
+//      shared-memory ring with cp.async, STAGES - 1 tiles ahead of the one it computes, so many
+//      bytes are in flight without holding registers;
+//   2. S = Q K^T with mma.m16n8k16 (M: the 16 query heads, N: 8 tokens, K: 16 of head_size),
+//      K dequantized on the fly into the query's type (nvfp4: E2M1 x E4M3 group scale, exact in
+//      bf16 and f16; fp8: exact; bf16: exact for bf16 queries);
+//   3. the online softmax in f32 (exp2 domain; the per-tensor or per-head K scale and
+//      softmax_scale folded into one multiply of S);
+//   4. O += P V with mma.m16n8k16 (M: heads, N: 8 of head_size, K: 16 tokens): P in f16 against
+//      V's exact f16 values (nvfp4, fp8), or as bf16 hi + lo halves against a bf16 cache.
+// Each thread's fragments take a permuted slice of head_size (the dot product does not care; the
+// output positions follow the permutation), so each thread reads contiguous bytes of a row:
+//   QK: thread (g = lane / 4, t = lane % 4) holds K elements t * D/4 + 4s .. + 3 of token g at
+//       k-step s (virtual columns 2t, 2t+1, 2t+8, 2t+9), Q the same elements of heads g, g + 8;
+//   PV: thread (g, t) holds V elements g * D/8 + j of tokens 2t, 2t+1, 2t+8, 2t+9 at n-tile j,
+//       and accumulates O elements 2t * D/8 + j, (2t + 1) * D/8 + j of heads g, g + 8.
+// The warps' (max, sum, O) merge in shared memory; with one split the CTA writes the output,
+// otherwise (normalized O, log2-sum-exp) per split into the workspace and the reduce kernel
+// merges them.
+//
+// Out-of-range device values: a block id outside [0, num_blocks) drops its page's tokens from
+// the softmax (never read) and is counted once per table entry by the kv-head-0 CTAs; a seq_len
+// < 0 or past the table makes the sequence empty (zeros), counted once by one CTA.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+#include <cuda_fp8.h>
+#include <cuda_runtime.h>
+
+#include <cmath>
+
+#include "attention_kernel.h"
+#include "cuda_util.h"
+
+namespace kvq::cuda {
+namespace {
+
+constexpr int kThreads = kAttentionWarps * 32;
+
+template <int Format, int D>
+struct Geometry {
+  static constexpr int kBits = Format == KVQ_FORMAT_NVFP4 ? 4 : Format == KVQ_FORMAT_BF16 ? 16 : 8;
+  static constexpr int kRowBytes = D * kBits / 8;
+  static constexpr int kGroups = Format == KVQ_FORMAT_NVFP4 ? D / 16 : 0;  // scale bytes a row
+  static constexpr int kKStride = kRowBytes;       // K rows in a stage: 4 lanes read one row
+  static constexpr int kVStride = kRowBytes + 16;  // V rows: padded against bank conflicts
+  static constexpr int kKData = 16 * kKStride;
+  static constexpr int kVData = 16 * kVStride;
+  static constexpr int kScales = 16 * kGroups;  // per side
+  static constexpr int kStageBytes = (kKData + kVData + 2 * kScales + 15) / 16 * 16;
+  static constexpr int kStages = kStageBytes * kAttentionWarps <= 12 * 1024   ? 4
+                                 : kStageBytes * kAttentionWarps <= 40 * 1024 ? 3
+                                                                              : 2;
+  static constexpr int kQBytes = D * 32;  // Q fragments: [D / 16 k-steps][32 lanes] x 16 bytes
+  static constexpr int kRingBytes = kAttentionWarps * kStages * kStageBytes;
+  static constexpr int kMaskBytes = kAttentionWarps * kStages * 4;
+  static constexpr int kMergeBytes = (kAttentionWarps * 16 * D + 2 * kAttentionWarps * 16) * 4;
+  static constexpr int kSharedBytes =
+      kQBytes + (kRingBytes + kMaskBytes > kMergeBytes ? kRingBytes + kMaskBytes : kMergeBytes);
+  // The K bytes one thread reads per row (a quarter row) in pieces of up to 16 bytes.
+  static constexpr int kQuarter = kRowBytes / 4;
+  static constexpr int kPiece = kQuarter < 16 ? kQuarter : 16;
+  static constexpr int kPieces = kQuarter / kPiece;
+  static constexpr int kStepsPerPiece = kPiece * 8 / kBits / 4;  // 4 elements a k-step
+  static_assert(kPieces * kStepsPerPiece == D / 16, "k-steps cover head_size");
+};
+
+// ---- small device helpers ----------------------------------------------------------------------
+
+__device__ __forceinline__ uint32_t smem_addr(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+__device__ __forceinline__ void copy_async(void* dst, const uint8_t* src, int bytes) {
+  const uint32_t d = smem_addr(dst);
+  switch (bytes) {
+    case 16: asm volatile("cp.async.cg.shared.global [%0], [%1], 16;" ::"r"(d), "l"(src)); break;
+    case 8: asm volatile("cp.async.ca.shared.global [%0], [%1], 8;" ::"r"(d), "l"(src)); break;
+    case 4: asm volatile("cp.async.ca.shared.global [%0], [%1], 4;" ::"r"(d), "l"(src)); break;
+    case 2: *static_cast<uint16_t*>(dst) = __ldg(reinterpret_cast<const uint16_t*>(src)); break;
+    default: *static_cast<uint8_t*>(dst) = __ldg(src); break;
+  }
+}
+
+__device__ __forceinline__ void commit_group() {
+  asm volatile("cp.async.commit_group;" ::: "memory");
+}
+
+template <int N>
+__device__ __forceinline__ void wait_group() {
+  asm volatile("cp.async.wait_group %0;" ::"n"(N) : "memory");
+}
+
+template <bool Bf16>
+__device__ __forceinline__ void mma16816(float (&c)[4], const uint4& a, uint32_t b0, uint32_t b1) {
+  if constexpr (Bf16) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  } else {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a.x), "r"(a.y), "r"(a.z), "r"(a.w), "r"(b0), "r"(b1));
+  }
+}
+
+template <bool Bf16>
+__device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+  uint32_t d;
+  if constexpr (Bf16) {
+    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  } else {
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
+  }
+  return d;
+}
+
+__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t h) {
+  __half2 x;
+  memcpy(&x, &h, 4);
+  const float2 f = __half22float2(x);
+  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
+  uint32_t out;
+  memcpy(&out, &b, 4);
+  return out;
+}
+
+__device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
+  const float lo = __uint_as_float(v << 16), hi = __uint_as_float(v & 0xFFFF0000u);
+  const __half2 h = __floats2half2_rn(lo, hi);
+  uint32_t out;
+  memcpy(&out, &h, 4);
+  return out;
+}
+
+// Two fp8 codes (low byte first) as f16x2, exactly.
+template <int Format>
+__device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two) {
+  const __half2_raw h =
+      __nv_cvt_fp8x2_to_halfraw2(static_cast<__nv_fp8x2_storage_t>(two & 0xFFFFu),
+                                 Format == KVQ_FORMAT_FP8_E4M3 ? __NV_E4M3 : __NV_E5M2);
+  return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
+}
+
+// An E4M3 scale byte as a pair of equal bf16 or f16 values (exact in both).
+template <bool Bf16>
+__device__ __forceinline__ uint32_t scale_pair(uint8_t e4m3) {
+  const __half_raw h = __nv_cvt_fp8_to_halfraw(e4m3, __NV_E4M3);
+  uint32_t v = h.x;
+  if constexpr (Bf16) {
+    const float f = __half2float(__half(h));
+    v = __float_as_uint(f) >> 16;  // exact: at most 4 significant bits
+  }
+  return v | (v << 16);
+}
+
+// Four E2M1 codes (element j in bits [4j, 4j + 4)) as two pairs (elements 0,1 and 2,3) of bf16
+// or f16 values, exactly: byte permutes look the magnitudes up (read_kernel.cu's decode).
+template <bool Bf16>
+__device__ __forceinline__ void e2m1x4_to_pairs(uint32_t codes, uint32_t& p01, uint32_t& p23) {
+  const uint32_t m = codes & 0x7777u;
+  const uint32_t twice = __byte_perm(codes, 0u, 0x1100u);
+  const uint32_t signs = ((twice << 4) & 0x00800080u) | (twice & 0x80008000u);
+  if constexpr (Bf16) {
+    // |value|: 0 0.5 1 1.5 2 3 4 6 -> bf16 high bytes 00 3F 3F 3F 40 40 40 40, low 00 00 80 C0 00
+    // 40 80 C0.
+    const uint32_t top = __byte_perm(0x3F3F3F00u, 0x40404040u, m) | signs;
+    const uint32_t low = __byte_perm(0xC0800000u, 0xC0804000u, m);
+    p01 = __byte_perm(low, top, 0x5140u);
+    p23 = __byte_perm(low, top, 0x7362u);
+  } else {
+    // f16 high bytes 00 38 3C 3E 40 42 44 46, low bytes 00.
+    const uint32_t top = __byte_perm(0x3E3C3800u, 0x46444240u, m) | signs;
+    p01 = __byte_perm(top, 0u, 0x1404u);
+    p23 = __byte_perm(top, 0u, 0x3424u);
+  }
+}
+
+template <int D, int Groups>
+__device__ __forceinline__ uint8_t scale_byte(const uint8_t* sc, int copy, int tok, int group) {
+  return copy == kScalesQuadWords ? sc[(tok >> 2) * Groups * 4 + group * 4 + (tok & 3)]
+                                  : sc[tok * Groups + group];
+}
+
+__device__ __forceinline__ uint64_t shfl64(uint64_t v, int lane) {
+  const uint32_t lo = __shfl_sync(0xFFFFFFFFu, static_cast<uint32_t>(v), lane);
+  const uint32_t hi = __shfl_sync(0xFFFFFFFFu, static_cast<uint32_t>(v >> 32), lane);
+  return (static_cast<uint64_t>(hi) << 32) | lo;
+}
+
+__device__ __forceinline__ void store_output(const AttentionKernelDesc& d, int64_t index, float v) {
+  switch (d.output_type) {
+    case kOutBf16: static_cast<__nv_bfloat16*>(d.output)[index] = __float2bfloat16_rn(v); break;
+    case kOutF16: static_cast<__half*>(d.output)[index] = __float2half_rn(v); break;
+    default: static_cast<float*>(d.output)[index] = v; break;
+  }
+}
+
+__device__ __forceinline__ float side_scale(const AttentionKernelDesc& d, int side, int kvh) {
+  const float* heads = side == 0 ? d.k_head_scales : d.v_head_scales;
+  const float* ptr = side == 0 ? d.k_scale_ptr : d.v_scale_ptr;
+  if (heads != nullptr) return heads[kvh];
+  if (ptr != nullptr) return *ptr;
+  return side == 0 ? d.k_scale : d.v_scale;
+}
+
+// ---- the main kernel ----------------------------------------------------------------------------
+
+template <int Format, int D, bool QBf16>
+struct Attend {
+  using G = Geometry<Format, D>;
+  static constexpr bool kVBf16 = Format == KVQ_FORMAT_BF16;  // PV in bf16 (hi + lo) or f16
+
+  const AttentionKernelDesc& d;
+  uint8_t* ring;  // this warp's stages
+  int* masks;     // this warp's per-stage token masks
+  int lane, seq, kvh, tile, begin, end;
+
+  // Copies tile `ti` (16 tokens from begin + 16 ti) into stage `slot`; the caller commits.
+  __device__ __forceinline__ void issue(int ti, int slot) const {
+    uint8_t* st = ring + slot * G::kStageBytes;
+    const int j = lane & 15, side = lane >> 4;
+    const int pos = begin + ti * 16 + j;
+    bool ok = false;
+    uint64_t row = 0, scales = 0;
+    if (pos < end) {
+      const int b = pos / d.block_size;
+      const int tin = pos - b * d.block_size;
+      const int id = d.block_tables[seq * d.table_stride[0] + b * d.table_stride[1]];
+      ok = id >= 0 && id < d.num_blocks;
+      if (!ok && side == 0 && tin == 0 && kvh == 0 && tile == 0) {
+        atomicAdd(&d.counters->block_ids, 1ull);  // once per table entry (its first token)
+      }
+      if (ok) {
+        const uint8_t* page = d.cache + static_cast<uint64_t>(id) * d.page_bytes;
+        const kvq_side_map* m = &d.side[side];
+        row = reinterpret_cast<uint64_t>(page + kvq_data_offset(m, tin, kvh));
+        if constexpr (Format == KVQ_FORMAT_NVFP4) {
+          const int t0 = d.scale_copy[side] == kScalesQuadWords ? (tin & ~3) : tin;
+          scales = reinterpret_cast<uint64_t>(page + kvq_scale_offset(m, t0, kvh, 0));
+        }
+      }
+    }
+    const unsigned mask = __ballot_sync(0xFFFFFFFFu, ok) & 0xFFFFu;
+    if (lane == 0) masks[slot] = static_cast<int>(mask);
+
+    // Data rows: 16 tokens x kRowBytes a side, in pieces of data_access bytes.
+    const int w = d.data_access;
+    const int per_token = G::kRowBytes / w;
+    const int pieces = 16 * per_token;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      uint8_t* dst = st + (s == 0 ? 0 : G::kKData);
+      const int stride = s == 0 ? G::kKStride : G::kVStride;
+      for (int c = lane; c < (pieces + 31) / 32 * 32; c += 32) {
+        const int tok = min(c / per_token, 15);
+        const auto src = reinterpret_cast<const uint8_t*>(shfl64(row, s * 16 + tok));
+        const int part = c - tok * per_token;
+        if (c < pieces && src != nullptr) {
+          copy_async(dst + tok * stride + part * w, src + part * w, w);
+        }
+      }
+    }
+    if constexpr (Format == KVQ_FORMAT_NVFP4) {
+      constexpr int S = G::kGroups;
+#pragma unroll
+      for (int s = 0; s < 2; ++s) {
+        uint8_t* dst = st + G::kKData + G::kVData + s * G::kScales;
+        const kvq_side_map& m = d.side[s];
+        const int copy = d.scale_copy[s];
+        if (copy == kScalesLinearWords) {                            // 16 tokens x S / 4 words
+          for (int c = lane; c < (4 * S + 31) / 32 * 32; c += 32) {  // every lane shuffles
+            const int tok = min(c / (S / 4), 15), word = c % (S / 4);
+            const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + tok));
+            if (c < 4 * S && src != nullptr) {
+              copy_async(dst + tok * S + 4 * word, src + 4 * word, 4);
+            }
+          }
+        } else if (copy == kScalesQuadWords) {  // 4 quads x S words (4 tokens of one group)
+          for (int c = lane; c < (4 * S + 31) / 32 * 32; c += 32) {
+            const int quad = min(c / S, 3), g = c % S;
+            const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + 4 * quad));
+            const uint32_t term = kvq_scale_group_term_qr(&m, g / (S / 4), g % (S / 4));
+            if (c < 4 * S && src != nullptr) copy_async(dst + quad * S * 4 + g * 4, src + term, 4);
+          }
+        } else {  // bytes, stored linear
+          for (int c = lane; c < (16 * S + 31) / 32 * 32; c += 32) {
+            const int tok = min(c / S, 15), g = c % S;
+            const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + tok));
+            if (c < 16 * S && src != nullptr) {
+              dst[tok * S + g] = __ldg(src + kvq_scale_group_term(&m, g));
+            }
+          }
+        }
+      }
+    }
+  }
+
+  // K decode of k-step `ks` of a piece (words w) for token `tok` into the two B registers.
+  __device__ __forceinline__ void k_pair(const uint32_t* w, int ks, uint32_t sc, uint32_t& b0,
+                                         uint32_t& b1) const {
+    if constexpr (Format == KVQ_FORMAT_NVFP4) {
+      const uint32_t codes = (w[ks >> 1] >> (16 * (ks & 1))) & 0xFFFFu;
+      e2m1x4_to_pairs<QBf16>(codes, b0, b1);
+      b0 = mul2<QBf16>(b0, sc);
+      b1 = mul2<QBf16>(b1, sc);
+    } else if constexpr (Format == KVQ_FORMAT_BF16) {
+      b0 = w[2 * ks];
+      b1 = w[2 * ks + 1];
+      if constexpr (!QBf16) {
+        b0 = bf16x2_to_f16x2(b0);
+        b1 = bf16x2_to_f16x2(b1);
+      }
+    } else {
+      b0 = fp8x2_to_f16x2<Format>(w[ks]);
+      b1 = fp8x2_to_f16x2<Format>(w[ks] >> 16);
+      if constexpr (QBf16) {
+        b0 = f16x2_to_bf16x2(b0);
+        b1 = f16x2_to_bf16x2(b1);
+      }
+    }
+  }
+
+  // 8 consecutive V elements of one token (from `src`) as 4 pairs of the PV type.
+  __device__ __forceinline__ void v_pairs(const uint8_t* src, uint32_t sc, bool valid,
+                                          uint32_t (&p)[4]) const {
+    if constexpr (Format == KVQ_FORMAT_NVFP4) {
+      const uint32_t codes = *reinterpret_cast<const uint32_t*>(src);
+      e2m1x4_to_pairs<false>(codes & 0xFFFFu, p[0], p[1]);
+      e2m1x4_to_pairs<false>(codes >> 16, p[2], p[3]);
+#pragma unroll
+      for (int i = 0; i < 4; ++i) p[i] = mul2<false>(p[i], sc);
+    } else if constexpr (Format == KVQ_FORMAT_BF16) {
+      const uint4 v = *reinterpret_cast<const uint4*>(src);
+      p[0] = v.x;
+      p[1] = v.y;
+      p[2] = v.z;
+      p[3] = v.w;
+    } else {
+      const uint2 v = *reinterpret_cast<const uint2*>(src);
+      p[0] = fp8x2_to_f16x2<Format>(v.x);
+      p[1] = fp8x2_to_f16x2<Format>(v.x >> 16);
+      p[2] = fp8x2_to_f16x2<Format>(v.y);
+      p[3] = fp8x2_to_f16x2<Format>(v.y >> 16);
+    }
+#pragma unroll
+    for (int i = 0; i < 4; ++i) p[i] = valid ? p[i] : 0u;
+  }
+
+  __device__ __forceinline__ void compute(int slot, const uint4* qfrag, float qk_scale,
+                                          float (&m)[2], float (&l)[2],
+                                          float (&o)[D / 8][4]) const {
+    const uint8_t* st = ring + slot * G::kStageBytes;
+    const uint8_t* ksc = st + G::kKData + G::kVData;
+    const uint8_t* vsc = ksc + G::kScales;
+    const unsigned mask = static_cast<unsigned>(masks[slot]);
+    const int g = lane >> 2, t = lane & 3;
+
+    // S = Q K^T: acc[nt] covers tokens nt * 8 .. + 7.
+    float acc[2][4];
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+      acc[nt][0] = acc[nt][1] = acc[nt][2] = acc[nt][3] = 0.0f;
+      const int tok = nt * 8 + g;
+      const uint8_t* row = st + tok * G::kKStride + t * G::kQuarter;
+#pragma unroll
+      for (int pc = 0; pc < G::kPieces; ++pc) {
+        uint32_t w[4];
+        if constexpr (G::kPiece == 16) {
+          const uint4 v = *reinterpret_cast<const uint4*>(row + pc * 16);
+          w[0] = v.x;
+          w[1] = v.y;
+          w[2] = v.z;
+          w[3] = v.w;
+        } else {
+          const uint2 v = *reinterpret_cast<const uint2*>(row + pc * 8);
+          w[0] = v.x;
+          w[1] = v.y;
+          w[2] = w[3] = 0u;
+        }
+        uint32_t sc = 0;
+#pragma unroll
+        for (int ks = 0; ks < G::kStepsPerPiece; ++ks) {
+          const int s = pc * G::kStepsPerPiece + ks;
+          if constexpr (Format == KVQ_FORMAT_NVFP4) {
+            if (ks % 4 == 0) {  // a new 16-element group
+              const int group = (t * (D / 4) + 4 * s) >> 4;
+              sc = scale_pair<QBf16>(scale_byte<D, G::kGroups>(ksc, d.scale_copy[0], tok, group));
+            }
+          }
+          uint32_t b0, b1;
+          k_pair(w, ks, sc, b0, b1);
+          mma16816<QBf16>(acc[nt], qfrag[s * 32 + lane], b0, b1);
+        }
+      }
+    }
+
+    // Online softmax, rows g (r = 0) and g + 8 (r = 1), in the exp2 domain.
+#pragma unroll
+    for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tok = nt * 8 + 2 * t + (i & 1);
+        acc[nt][i] = (mask >> tok) & 1u ? acc[nt][i] * qk_scale : -INFINITY;
+      }
+    }
+#pragma unroll
+    for (int r = 0; r < 2; ++r) {
+      float mx =
+          fmaxf(fmaxf(acc[0][2 * r], acc[0][2 * r + 1]), fmaxf(acc[1][2 * r], acc[1][2 * r + 1]));
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 1));
+      mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
+      const float m_new = fmaxf(m[r], mx);
+      const float m_use = m_new == -INFINITY ? 0.0f : m_new;
+      const float alpha = exp2f(m[r] - m_use);
+      m[r] = m_new;
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < 2; ++nt) {
+#pragma unroll
+        for (int i = 0; i < 2; ++i) {
+          acc[nt][2 * r + i] = exp2f(acc[nt][2 * r + i] - m_use);
+          sum += acc[nt][2 * r + i];
+        }
+      }
+      l[r] = l[r] * alpha + sum;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        o[j][2 * r] *= alpha;
+        o[j][2 * r + 1] *= alpha;
+      }
+    }
+
+    // P as the A fragment: rows g, g + 8; columns (tokens) 2t, 2t+1 and 8 + 2t, 8 + 2t + 1.
+    uint4 pa, pa_lo{};
+    if constexpr (kVBf16) {
+      auto split = [](float x, float y, uint32_t& hi, uint32_t& lo) {
+        const __nv_bfloat162 h = __floats2bfloat162_rn(x, y);
+        const float2 hf = __bfloat1622float2(h);
+        const __nv_bfloat162 r = __floats2bfloat162_rn(x - hf.x, y - hf.y);
+        memcpy(&hi, &h, 4);
+        memcpy(&lo, &r, 4);
+      };
+      split(acc[0][0], acc[0][1], pa.x, pa_lo.x);
+      split(acc[0][2], acc[0][3], pa.y, pa_lo.y);
+      split(acc[1][0], acc[1][1], pa.z, pa_lo.z);
+      split(acc[1][2], acc[1][3], pa.w, pa_lo.w);
+    } else {
+      auto pack = [](float x, float y) {
+        const __half2 h = __floats2half2_rn(x, y);
+        uint32_t u;
+        memcpy(&u, &h, 4);
+        return u;
+      };
+      pa.x = pack(acc[0][0], acc[0][1]);
+      pa.y = pack(acc[0][2], acc[0][3]);
+      pa.z = pack(acc[1][0], acc[1][1]);
+      pa.w = pack(acc[1][2], acc[1][3]);
+    }
+
+    // O += P V over this thread's V slice: elements g * D/8 + 8 jb .. + 7 of tokens 2t, 2t+1,
+    // 2t+8, 2t+9.
+    const int toks[4] = {2 * t, 2 * t + 1, 2 * t + 8, 2 * t + 9};
+#pragma unroll
+    for (int jb = 0; jb < D / 64; ++jb) {
+      uint32_t p[4][4];
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const int tok = toks[i];
+        const int elem = g * (D / 8) + 8 * jb;
+        uint32_t sc = 0;
+        if constexpr (Format == KVQ_FORMAT_NVFP4) {
+          sc = scale_pair<false>(scale_byte<D, G::kGroups>(vsc, d.scale_copy[1], tok, elem >> 4));
+        }
+        v_pairs(st + G::kKData + tok * G::kVStride + elem * G::kBits / 8, sc,
+                ((mask >> tok) & 1u) != 0u, p[i]);
+      }
+#pragma unroll
+      for (int e = 0; e < 8; ++e) {
+        const uint32_t sel = (e & 1) ? 0x7632u : 0x5410u;
+        const uint32_t b0 = __byte_perm(p[0][e >> 1], p[1][e >> 1], sel);
+        const uint32_t b1 = __byte_perm(p[2][e >> 1], p[3][e >> 1], sel);
+        mma16816<kVBf16>(o[jb * 8 + e], pa, b0, b1);
+        if constexpr (kVBf16) mma16816<true>(o[jb * 8 + e], pa_lo, b0, b1);
+      }
+    }
+  }
+};
+
+// A CTA with no tokens: zeros (one split) or an empty partial (log2-sum-exp -inf).
+__device__ void write_empty(const AttentionKernelDesc& d, int D, int seq, int qh0, int heads,
+                            int split) {
+  if (d.num_splits == 1) {
+    for (int i = threadIdx.x; i < heads * D; i += blockDim.x) {
+      const int h = i / D, e = i % D;
+      store_output(
+          d, seq * d.output_stride[0] + (qh0 + h) * d.output_stride[1] + e * d.output_stride[2],
+          0.0f);
+    }
+  } else if (static_cast<int>(threadIdx.x) < heads) {
+    d.partial_lse[(static_cast<int64_t>(seq) * d.num_q_heads + qh0 + threadIdx.x) * d.num_splits +
+                  split] = -INFINITY;
+  }
+}
+
+template <int Format, int D, bool QBf16>
+__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
+    attention_kernel(const __grid_constant__ AttentionKernelDesc d) {
+  using G = Geometry<Format, D>;
+  extern __shared__ __align__(16) uint8_t smem[];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int seq = blockIdx.z, split = blockIdx.x;
+  const int kvh = blockIdx.y / d.head_tiles, tile = blockIdx.y % d.head_tiles;
+  int len = d.seq_lens[seq * d.seq_len_stride];
+  if (len < 0 || len > d.max_blocks * d.block_size) {
+    if (split == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
+      atomicAdd(&d.counters->seq_lens, 1ull);
+    }
+    len = 0;
+  }
+  const int begin = split * d.split_tokens;
+  const int end = min(len, begin + d.split_tokens);
+  const int head0 = tile * kAttentionHeadsPerTile;
+  const int heads = min(kAttentionHeadsPerTile, d.group - head0);
+  const int qh0 = kvh * d.group + head0;
+  if (begin >= end) {
+    write_empty(d, D, seq, qh0, heads, split);
+    return;
+  }
+
+  // Q fragments in shared memory, in the order the mma's A operand takes them.
+  auto* qfrag = reinterpret_cast<uint4*>(smem);
+  for (int i = threadIdx.x; i < D / 16 * 32; i += kThreads) {
+    const int s = i >> 5, l = i & 31, g = l >> 2, t = l & 3;
+    const int base = t * (D / 4) + 4 * s;
+    auto q = [&](int h, int e) -> uint32_t {
+      return h < heads ? d.query[seq * d.query_stride[0] + (qh0 + h) * d.query_stride[1] +
+                                 e * d.query_stride[2]]
+                       : 0u;
+    };
+    qfrag[i] = make_uint4(
+        q(g, base) | (q(g, base + 1) << 16), q(g + 8, base) | (q(g + 8, base + 1) << 16),
+        q(g, base + 2) | (q(g, base + 3) << 16), q(g + 8, base + 2) | (q(g + 8, base + 3) << 16));
+  }
+  __syncthreads();
+
+  uint8_t* region = smem + G::kQBytes;
+  Attend<Format, D, QBf16> a{d,
+                             region + warp * G::kStages * G::kStageBytes,
+                             reinterpret_cast<int*>(region + G::kRingBytes) + warp * G::kStages,
+                             lane,
+                             seq,
+                             kvh,
+                             tile,
+                             begin,
+                             end};
+  const float qk_scale = side_scale(d, 0, kvh) * d.softmax_scale_log2;
+  const int tiles = (end - begin + 15) / 16;
+  const int mine = tiles > warp ? (tiles - warp + kAttentionWarps - 1) / kAttentionWarps : 0;
+
+  float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
+  float o[D / 8][4];
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
+
+#pragma unroll
+  for (int k = 0; k < G::kStages - 1; ++k) {
+    if (k < mine) a.issue(warp + k * kAttentionWarps, k);
+    commit_group();
+  }
+  for (int k = 0; k < mine; ++k) {
+    const int ahead = k + G::kStages - 1;
+    if (ahead < mine) a.issue(warp + ahead * kAttentionWarps, ahead % G::kStages);
+    commit_group();
+    wait_group<G::kStages - 1>();
+    __syncwarp();
+    a.compute(k % G::kStages, qfrag, qk_scale, m, l, o);
+    __syncwarp();
+  }
+  wait_group<0>();
+#pragma unroll
+  for (int r = 0; r < 2; ++r) {
+    l[r] += __shfl_xor_sync(0xFFFFFFFFu, l[r], 1);
+    l[r] += __shfl_xor_sync(0xFFFFFFFFu, l[r], 2);
+  }
+  __syncthreads();  // every warp is done with its ring: the region becomes the merge buffer
+
+  auto* merged = reinterpret_cast<float*>(region);  // [warp][16 heads][D]
+  float* wm = merged + kAttentionWarps * 16 * D;    // [warp][16]
+  float* wl = wm + kAttentionWarps * 16;
+  {
+    const int g = lane >> 2, t = lane & 3;
+    float* mine_o = merged + warp * 16 * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+#pragma unroll
+      for (int r = 0; r < 2; ++r) {
+        mine_o[(g + 8 * r) * D + (2 * t) * (D / 8) + j] = o[j][2 * r];
+        mine_o[(g + 8 * r) * D + (2 * t + 1) * (D / 8) + j] = o[j][2 * r + 1];
+      }
+    }
+    if (t == 0) {
+      wm[warp * 16 + g] = m[0];
+      wm[warp * 16 + g + 8] = m[1];
+      wl[warp * 16 + g] = l[0];
+      wl[warp * 16 + g + 8] = l[1];
+    }
+  }
+  __syncthreads();
+
+  const float v_scale = side_scale(d, 1, kvh);
+  for (int i = threadIdx.x; i < heads * D; i += kThreads) {
+    const int h = i / D, e = i % D;
+    float top = -INFINITY;
+#pragma unroll
+    for (int w = 0; w < kAttentionWarps; ++w) top = fmaxf(top, wm[w * 16 + h]);
+    float sum = 0.0f, acc = 0.0f;
+    if (top != -INFINITY) {
+#pragma unroll
+      for (int w = 0; w < kAttentionWarps; ++w) {
+        const float f = exp2f(wm[w * 16 + h] - top);
+        sum += wl[w * 16 + h] * f;
+        acc += merged[(w * 16 + h) * D + e] * f;
+      }
+    }
+    const float value = sum > 0.0f ? acc / sum * v_scale : 0.0f;
+    const int64_t qh = qh0 + h;
+    if (d.num_splits == 1) {
+      store_output(d, seq * d.output_stride[0] + qh * d.output_stride[1] + e * d.output_stride[2],
+                   value);
+    } else {
+      const int64_t p = (static_cast<int64_t>(seq) * d.num_q_heads + qh) * d.num_splits + split;
+      d.partial_out[p * D + e] = value;
+      if (e == 0) d.partial_lse[p] = sum > 0.0f ? top + log2f(sum) : -INFINITY;
+    }
+  }
+}
+
+// Merges the splits of one (query head, sequence): weights 2^(lse_i - max), skipping empty
+// splits (whose partial output was never written).
+__global__ void __launch_bounds__(128)
+    attention_reduce_kernel(const __grid_constant__ AttentionKernelDesc d, int D) {
+  __shared__ float weight[kAttentionMaxSplits];
+  __shared__ float part[4];
+  const int qh = blockIdx.x, seq = blockIdx.y, n = d.num_splits;
+  const int64_t p0 = (static_cast<int64_t>(seq) * d.num_q_heads + qh) * n;
+  float top = -INFINITY;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) top = fmaxf(top, d.partial_lse[p0 + i]);
+  for (int o = 16; o > 0; o >>= 1) top = fmaxf(top, __shfl_xor_sync(0xFFFFFFFFu, top, o));
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = top;
+  __syncthreads();
+  top = fmaxf(fmaxf(part[0], part[1]), fmaxf(part[2], part[3]));
+  __syncthreads();
+  float sum = 0.0f;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) {
+    const float lse = d.partial_lse[p0 + i];
+    const float w = top == -INFINITY || lse == -INFINITY ? 0.0f : exp2f(lse - top);
+    weight[i] = w;
+    sum += w;
+  }
+  for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xFFFFFFFFu, sum, o);
+  if ((threadIdx.x & 31) == 0) part[threadIdx.x >> 5] = sum;
+  __syncthreads();
+  sum = part[0] + part[1] + part[2] + part[3];
+  for (int e = threadIdx.x; e < D; e += blockDim.x) {
+    float acc = 0.0f;
+    for (int i = 0; i < n; ++i) {
+      if (weight[i] != 0.0f) acc += weight[i] * d.partial_out[(p0 + i) * D + e];
+    }
+    store_output(d, seq * d.output_stride[0] + qh * d.output_stride[1] + e * d.output_stride[2],
+                 sum > 0.0f ? acc / sum : 0.0f);
+  }
+}
+
+// ---- dispatch -----------------------------------------------------------------------------------
+
+template <int Format, int D, bool QBf16>
+const void* kernel_of() {
+  return reinterpret_cast<const void*>(&attention_kernel<Format, D, QBf16>);
+}
+
+template <class Fn>
+auto dispatch(int32_t format, int32_t head_size, bool bf16, Fn&& fn) {
+  auto by_size = [&](auto f) {
+    constexpr int F = decltype(f)::value;
+    auto by_q = [&](auto dd) {
+      constexpr int Dv = decltype(dd)::value;
+      return bf16 ? fn(kernel_of<F, Dv, true>(), Geometry<F, Dv>::kSharedBytes)
+                  : fn(kernel_of<F, Dv, false>(), Geometry<F, Dv>::kSharedBytes);
+    };
+    switch (head_size) {
+      case 64: return by_q(std::integral_constant<int, 64>{});
+      case 128: return by_q(std::integral_constant<int, 128>{});
+      default: return by_q(std::integral_constant<int, 256>{});
+    }
+  };
+  switch (format) {
+    case KVQ_FORMAT_FP8_E4M3: return by_size(std::integral_constant<int, KVQ_FORMAT_FP8_E4M3>{});
+    case KVQ_FORMAT_FP8_E5M2: return by_size(std::integral_constant<int, KVQ_FORMAT_FP8_E5M2>{});
+    case KVQ_FORMAT_BF16: return by_size(std::integral_constant<int, KVQ_FORMAT_BF16>{});
+    default: return by_size(std::integral_constant<int, KVQ_FORMAT_NVFP4>{});
+  }
+}
+
+}  // namespace
+
+size_t attention_shared_bytes(int32_t format, int32_t head_size) noexcept {
+  return dispatch(format, head_size, true,
+                  [](const void*, int bytes) { return static_cast<size_t>(bytes); });
+}
+
+cudaError_t prepare_attention_kernels(int32_t format, int32_t head_size) noexcept {
+  for (bool bf16 : {true, false}) {
+    const cudaError_t err = dispatch(format, head_size, bf16, [](const void* k, int bytes) {
+      return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes);
+    });
+    if (err != cudaSuccess) return err;
+  }
+  return cudaSuccess;
+}
+
+int attention_ctas_per_sm(int32_t format, int32_t head_size) noexcept {
+  int blocks = 0;
+  const cudaError_t err = dispatch(format, head_size, true, [&](const void* k, int bytes) {
+    return cudaOccupancyMaxActiveBlocksPerMultiprocessor(&blocks, k, kThreads,
+                                                         static_cast<size_t>(bytes));
+  });
+  return err == cudaSuccess && blocks > 0 ? blocks : 1;
+}
+
+Status launch_attention(const AttentionKernelDesc& d, int32_t format, int32_t head_size,
+                        bool query_bf16, int32_t num_seqs, cudaStream_t stream,
+                        int ordinal) noexcept {
+  if (num_seqs == 0) return Status::ok();
+  const dim3 grid(static_cast<unsigned>(d.num_splits),
+                  static_cast<unsigned>(d.num_kv_heads * d.head_tiles),
+                  static_cast<unsigned>(num_seqs));
+  const PendingError pending = take_pending_error();
+  const cudaError_t launched =
+      dispatch(format, head_size, query_bf16, [&](const void* kernel, int bytes) {
+        void* args[] = {const_cast<AttentionKernelDesc*>(&d)};
+        return cudaLaunchKernel(kernel, grid, dim3(kThreads), args, static_cast<size_t>(bytes),
+                                stream);
+      });
+  if (Status s = launch_status("attention kernel", ordinal, pending, launched,
+                               grid.x * grid.y * grid.z, kThreads, sizeof(d));
+      !s) {
+    return s;
+  }
+  if (d.num_splits == 1) return Status::ok();
+  const dim3 reduce_grid(static_cast<unsigned>(d.num_q_heads), static_cast<unsigned>(num_seqs));
+  const PendingError before_reduce = take_pending_error();
+  attention_reduce_kernel<<<reduce_grid, 128, 0, stream>>>(d, head_size);
+  return launch_status("attention reduce kernel", ordinal, before_reduce, cudaGetLastError(),
+                       reduce_grid.x * reduce_grid.y, 128, sizeof(d));
+}
+
+}  // namespace kvq::cuda
