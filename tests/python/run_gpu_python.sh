@@ -20,13 +20,18 @@ if [[ -z $wheel ]]; then
 fi
 venv=$(mktemp -d)/venv
 "${PYTHON:-python3}" -m venv --system-site-packages "$venv" || exit 2
+# Where PYTHON is itself a virtual environment (torch installed there), its packages are not the
+# system's: make them visible to the new environment too.
+"${PYTHON:-python3}" -c "import site; print('\n'.join(site.getsitepackages()))" \
+  > "$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')/base.pth"
 "$venv/bin/pip" install -q --no-index --no-deps "$wheel" || exit 2
 if ! "$venv/bin/python" -c "import pytest" 2>/dev/null && [[ -n ${KVQ_WHEELHOUSE:-} ]]; then
   "$venv/bin/pip" install -q --no-index --find-links "$KVQ_WHEELHOUSE" pytest || exit 2
 fi
 "$venv/bin/python" -c "import sys, torch, kvq; print('python', sys.version.split()[0], 'torch', torch.__version__, 'kvq', kvq.__version__, 'cuda', torch.cuda.is_available()); print(kvq.backends())" | tee "$out/env.txt"
+# BUILD/bin/kvq finds BUILD/lib by its RUNPATH: no LD_LIBRARY_PATH, which would also hand the
+# package the build's libkvq_core (and plugins) instead of its own.
 export KVQ_REQUIRE_GPU=1 KVQ_BUILD_DIR=$PWD/$build
-export LD_LIBRARY_PATH="$PWD/$build/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"  # for build/bin/kvq
 rc=0
 (cd tests/python && timeout 400 "$venv/bin/python" -m pytest -p no:cacheprovider -q -rs . ) \
   > "$out/pytest.log" 2>&1 || rc=1
