@@ -595,7 +595,7 @@ std::unique_ptr<KVCacheWriter> make_writer(const CacheSpec& spec) {
   BackendOptions o;
   o.cache = spec;
   KVCacheWriter* w = nullptr;
-  const Status s = CudaNvfp4Writer::create(o, &w);
+  const Status s = CudaWriter::create(o, &w);
   EXPECT_TRUE(s.is_ok()) << s.message();
   return std::unique_ptr<KVCacheWriter>(w);
 }
@@ -604,7 +604,7 @@ std::unique_ptr<KVCacheReader> make_reader(const CacheSpec& spec) {
   BackendOptions o;
   o.cache = spec;
   KVCacheReader* r = nullptr;
-  const Status s = CudaNvfp4Reader::create(o, &r);
+  const Status s = CudaReader::create(o, &r);
   EXPECT_TRUE(s.is_ok()) << s.message();
   return std::unique_ptr<KVCacheReader>(r);
 }

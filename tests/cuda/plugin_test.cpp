@@ -18,7 +18,7 @@ std::filesystem::path plugin_dir() {
   return Registry::installed_plugin_dir();
 }
 
-TEST(CudaNvfp4Plugin, LoadsAndProbes) {
+TEST(CudaPlugin, LoadsAndProbes) {
   const std::filesystem::path file = plugin_dir() / "libkvq_cuda.so";
   ASSERT_TRUE(std::filesystem::exists(file)) << file;
   Registry registry;

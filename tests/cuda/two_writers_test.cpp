@@ -145,7 +145,7 @@ class Shard {
     runtime_.reset(rt);
     if (!status_) return;
     KVCacheWriter* w = nullptr;
-    status_ = CudaNvfp4Writer::create(o, &w);
+    status_ = CudaWriter::create(o, &w);
     writer_.reset(w);
     if (!status_) return;
     layout_ = std::make_unique<PageLayout>(PageLayout::from_spec(o.cache));
@@ -406,11 +406,11 @@ TEST(TwoWriters, WriterRunsOnTheAskedDeviceAndRefusesOthers) {
 
   // Unset: cuda:0. Set: that device, writer and runtime alike.
   KVCacheWriter* w = nullptr;
-  expect_ok(CudaNvfp4Writer::create(o, &w), "writer on the default device");
+  expect_ok(CudaWriter::create(o, &w), "writer on the default device");
   std::unique_ptr<KVCacheWriter> dflt(w);
   EXPECT_EQ(dflt->device(), Device::cuda(0));
   o.device = Device::cuda(count - 1);
-  expect_ok(CudaNvfp4Writer::create(o, &w), "writer on the last device");
+  expect_ok(CudaWriter::create(o, &w), "writer on the last device");
   std::unique_ptr<KVCacheWriter> last(w);
   EXPECT_EQ(last->device(), Device::cuda(count - 1));
   DeviceRuntime* rt = nullptr;
@@ -421,7 +421,7 @@ TEST(TwoWriters, WriterRunsOnTheAskedDeviceAndRefusesOthers) {
   // A device that does not exist, and the CPU.
   o.device = Device::cuda(count);
   w = nullptr;
-  Status s = CudaNvfp4Writer::create(o, &w);
+  Status s = CudaWriter::create(o, &w);
   EXPECT_EQ(w, nullptr);
   EXPECT_EQ(s.code(), ErrorCode::unavailable);
   EXPECT_EQ(s.message(), "cuda:" + std::to_string(count) +
@@ -434,7 +434,7 @@ TEST(TwoWriters, WriterRunsOnTheAskedDeviceAndRefusesOthers) {
   EXPECT_EQ(s.message(), "cuda:" + std::to_string(count) + " requested, but this machine has " +
                              std::to_string(count) + " CUDA device(s)");
   o.device = Device::cpu();
-  s = CudaNvfp4Writer::create(o, &w);
+  s = CudaWriter::create(o, &w);
   EXPECT_EQ(s.code(), ErrorCode::invalid_argument);
   EXPECT_EQ(s.message(), "cuda works on CUDA device memory: expected device cuda:N, found cpu");
 }

@@ -99,18 +99,18 @@ Status resolve_device(const std::optional<Device>& device, int* ordinal) {
 
 // ---- writer -------------------------------------------------------------------------------------
 
-Status CudaNvfp4Writer::create(const BackendOptions& options, KVCacheWriter** out) noexcept {
+Status CudaWriter::create(const BackendOptions& options, KVCacheWriter** out) noexcept {
   return catch_as_status([&] {
-    CudaNvfp4Writer* w = nullptr;
+    CudaWriter* w = nullptr;
     throw_if_error(create(PageLayout::from_spec(options.cache), options.device, &w));
     *out = w;
   });
 }
 
-Status CudaNvfp4Writer::create(const PageLayout& layout, const std::optional<Device>& device,
-                               CudaNvfp4Writer** out) noexcept {
+Status CudaWriter::create(const PageLayout& layout, const std::optional<Device>& device,
+                          CudaWriter** out) noexcept {
   return catch_as_status([&] {
-    std::unique_ptr<CudaNvfp4Writer> w(new CudaNvfp4Writer());
+    std::unique_ptr<CudaWriter> w(new CudaWriter());
     open_common(layout, device, chunk_elements(layout.descriptor().format), &w->info_, &w->layout_,
                 &w->element_, &w->addressing_, &w->element_page_);
     w->needs_ = write_requirements(w->info_.ordinal);
@@ -143,7 +143,7 @@ Status CudaNvfp4Writer::create(const PageLayout& layout, const std::optional<Dev
   });
 }
 
-CudaNvfp4Writer::~CudaNvfp4Writer() {
+CudaWriter::~CudaWriter() {
   if (counters_ != nullptr) {
     DeviceGuard guard(info_.ordinal);
     (void)cudaFree(counters_);
@@ -153,12 +153,12 @@ CudaNvfp4Writer::~CudaNvfp4Writer() {
 // The hot path (decode writes every step): no allocation, no lock, no exception, no formatting
 // unless something is refused; CUDA calls: cudaGetDevice, cudaStreamIsCapturing, 2 x
 // cudaGetLastError and the launch (plus cudaStreamGetDevice on a stream's first direct write).
-Status CudaNvfp4Writer::write(const WriteArgs& args) noexcept {
+Status CudaWriter::write(const WriteArgs& args) noexcept {
   if (Status st = check_write_args(args, *layout_, requirements(), "cuda"); !st) return st;
   return write_checked(args);
 }
 
-Status CudaNvfp4Writer::write_checked(const WriteArgs& args) noexcept {
+Status CudaWriter::write_checked(const WriteArgs& args) noexcept {
   try {
     WriteKernelDesc desc;
     ElementWriteDesc element_desc;
@@ -218,7 +218,7 @@ Status CudaNvfp4Writer::write_checked(const WriteArgs& args) noexcept {
   }
 }
 
-Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
+Status CudaWriter::take_out_of_range_slots(int64_t* count) noexcept {
   if (count == nullptr) return {ErrorCode::invalid_argument, "count: null pointer"};
   return catch_as_status([&] {
     std::lock_guard<std::mutex> lock(take_mutex_);
@@ -274,18 +274,18 @@ Status CudaNvfp4Writer::take_out_of_range_slots(int64_t* count) noexcept {
 
 // ---- reader -------------------------------------------------------------------------------------
 
-Status CudaNvfp4Reader::create(const BackendOptions& options, KVCacheReader** out) noexcept {
+Status CudaReader::create(const BackendOptions& options, KVCacheReader** out) noexcept {
   return catch_as_status([&] {
-    CudaNvfp4Reader* r = nullptr;
+    CudaReader* r = nullptr;
     throw_if_error(create(PageLayout::from_spec(options.cache), options.device, &r));
     *out = r;
   });
 }
 
-Status CudaNvfp4Reader::create(const PageLayout& layout, const std::optional<Device>& device,
-                               CudaNvfp4Reader** out) noexcept {
+Status CudaReader::create(const PageLayout& layout, const std::optional<Device>& device,
+                          CudaReader** out) noexcept {
   return catch_as_status([&] {
-    std::unique_ptr<CudaNvfp4Reader> r(new CudaNvfp4Reader());
+    std::unique_ptr<CudaReader> r(new CudaReader());
     open_common(layout, device, kReadChunkElements, &r->info_, &r->layout_, &r->element_,
                 &r->addressing_, &r->element_page_);
     r->needs_ = read_requirements(r->info_.ordinal);
@@ -304,12 +304,12 @@ Status CudaNvfp4Reader::create(const PageLayout& layout, const std::optional<Dev
   });
 }
 
-Status CudaNvfp4Reader::read(const ReadArgs& args) noexcept {
+Status CudaReader::read(const ReadArgs& args) noexcept {
   if (Status st = check_read_args(args, *layout_, requirements(), "cuda"); !st) return st;
   return read_checked(args);
 }
 
-Status CudaNvfp4Reader::read_checked(const ReadArgs& args) noexcept {
+Status CudaReader::read_checked(const ReadArgs& args) noexcept {
   try {
     ReadKernelDesc desc;
     ElementReadDesc element_desc;

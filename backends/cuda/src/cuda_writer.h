@@ -37,13 +37,13 @@ namespace kvq::cuda {
 // cuda:0 when unset; a CPU device is invalid_argument.
 Status resolve_device(const std::optional<Device>& device, int* ordinal);
 
-class CudaNvfp4Writer final : public KVCacheWriter {
+class CudaWriter final : public KVCacheWriter {
  public:
   // Checks the device (probe.h's open_device), builds the layout, allocates the counter.
   static Status create(const BackendOptions& options, KVCacheWriter** out) noexcept;
   static Status create(const PageLayout& layout, const std::optional<Device>& device,
-                       CudaNvfp4Writer** out) noexcept;
-  ~CudaNvfp4Writer() override;
+                       CudaWriter** out) noexcept;
+  ~CudaWriter() override;
 
   // Checks the contract, then write_checked().
   Status write(const WriteArgs& args) noexcept override;
@@ -55,7 +55,7 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   Status take_out_of_range_slots(int64_t* count) noexcept override;
 
  private:
-  CudaNvfp4Writer() = default;
+  CudaWriter() = default;
 
   DeviceInfo info_;
   kvq_requirements needs_{};  // write_requirements / read_requirements of info_.ordinal
@@ -80,11 +80,11 @@ class CudaNvfp4Writer final : public KVCacheWriter {
   WriteCounters taken_{};  // the counters at the last take (under take_mutex_)
 };
 
-class CudaNvfp4Reader final : public KVCacheReader {
+class CudaReader final : public KVCacheReader {
  public:
   static Status create(const BackendOptions& options, KVCacheReader** out) noexcept;
   static Status create(const PageLayout& layout, const std::optional<Device>& device,
-                       CudaNvfp4Reader** out) noexcept;
+                       CudaReader** out) noexcept;
 
   // Checks the contract, then read_checked().
   Status read(const ReadArgs& args) noexcept override;
@@ -94,7 +94,7 @@ class CudaNvfp4Reader final : public KVCacheReader {
   Device device() const noexcept override { return Device::cuda(info_.ordinal); }
 
  private:
-  CudaNvfp4Reader() = default;
+  CudaReader() = default;
 
   DeviceInfo info_;
   kvq_requirements needs_{};  // write_requirements / read_requirements of info_.ordinal

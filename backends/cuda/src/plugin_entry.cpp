@@ -17,13 +17,13 @@
 namespace {
 
 using namespace kvq;
-using cuda::CudaNvfp4Reader;
-using cuda::CudaNvfp4Writer;
+using cuda::CudaReader;
+using cuda::CudaWriter;
 
 // The host has checked the contract against requirements(): straight to the planning and launch.
 class Writer {
  public:
-  explicit Writer(CudaNvfp4Writer* impl) : impl_(impl) {}
+  explicit Writer(CudaWriter* impl) : impl_(impl) {}
   const kvq_requirements& requirements() const { return impl_->requirements(); }
   Status write(const kvq_write_args& a) {
     return catch_as_status([&] { throw_if_error(impl_->write_checked(to_write_args(a))); });
@@ -31,19 +31,19 @@ class Writer {
   Status take_out_of_range_slots(int64_t* count) { return impl_->take_out_of_range_slots(count); }
 
  private:
-  std::unique_ptr<CudaNvfp4Writer> impl_;
+  std::unique_ptr<CudaWriter> impl_;
 };
 
 class Reader {
  public:
-  explicit Reader(CudaNvfp4Reader* impl) : impl_(impl) {}
+  explicit Reader(CudaReader* impl) : impl_(impl) {}
   const kvq_requirements& requirements() const { return impl_->requirements(); }
   Status read(const kvq_read_args& a) {
     return catch_as_status([&] { throw_if_error(impl_->read_checked(to_read_args(a))); });
   }
 
  private:
-  std::unique_ptr<CudaNvfp4Reader> impl_;
+  std::unique_ptr<CudaReader> impl_;
 };
 
 class Attention {
@@ -134,8 +134,8 @@ int32_t probe(kvq_probe* out, kvq_error* err) {
 int32_t create_writer(const kvq_backend_options* o, kvq_writer** out, kvq_error* err) {
   return abi::guard(err, [&] {
     return catch_as_status([&] {
-      CudaNvfp4Writer* w = nullptr;
-      throw_if_error(CudaNvfp4Writer::create(options_layout(*o), requested_device(*o), &w));
+      CudaWriter* w = nullptr;
+      throw_if_error(CudaWriter::create(options_layout(*o), requested_device(*o), &w));
       *out = abi::new_writer<Writer>(w);
     });
   });
@@ -144,8 +144,8 @@ int32_t create_writer(const kvq_backend_options* o, kvq_writer** out, kvq_error*
 int32_t create_reader(const kvq_backend_options* o, kvq_reader** out, kvq_error* err) {
   return abi::guard(err, [&] {
     return catch_as_status([&] {
-      CudaNvfp4Reader* r = nullptr;
-      throw_if_error(CudaNvfp4Reader::create(options_layout(*o), requested_device(*o), &r));
+      CudaReader* r = nullptr;
+      throw_if_error(CudaReader::create(options_layout(*o), requested_device(*o), &r));
       *out = abi::new_reader<Reader>(r);
     });
   });
