@@ -18,25 +18,33 @@
 
 namespace kvq {
 
-// Round to nearest, ties to even, saturating to +-448 (infinity too); NaN -> 0x7F whatever its
-// sign; subnormals kept; |f| <= 2^-10 -> +-0. Equals CUDA's host
-// __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3) on all 2^32 inputs (tests/layouts).
-KVQ_HD uint8_t e4m3_from_float(float f) {
-  const uint32_t bits = detail::float_to_bits(f);
+namespace detail {
+
+// An 8-bit float s e..e m..m with `Man` mantissa bits and exponent bias `Bias` from f: round to
+// nearest, ties to even; |f| at or past the rounding point above the largest finite value
+// (`SatBits`, a float pattern) and infinity saturate to `MaxCode`; NaN -> 0x7F whatever its
+// sign; subnormals kept; -0 keeps its sign. The two fp8 formats differ only in these numbers.
+template <uint32_t Man, uint32_t Bias, uint32_t SatBits, uint32_t MaxCode>
+KVQ_HD uint8_t fp8_from_float(float f) {
+  constexpr uint32_t kDrop = 23u - Man;                    // float mantissa bits rounded off
+  constexpr uint32_t kMinNormal = (128u - Bias) << 23;     // 2^(1 - Bias)
+  constexpr uint32_t kSubnormalShift = 151u - Bias - Man;  // see below
+  const uint32_t bits = float_to_bits(f);
   const uint32_t sign = (bits >> 24) & 0x80u;
   const uint32_t mag = bits & 0x7FFFFFFFu;
-  if (mag > 0x7F800000u) return 0x7F;                                 // NaN
-  if (mag >= 0x43E00000u) return static_cast<uint8_t>(sign | 0x7Eu);  // >= 448, inf: 448
+  if (mag > 0x7F800000u) return 0x7F;                               // NaN
+  if (mag >= SatBits) return static_cast<uint8_t>(sign | MaxCode);  // saturate (infinity too)
   uint32_t code;
-  if (mag >= 0x3C800000u) {  // >= 2^-6: normal. Round the 23-bit mantissa to 3 bits (RNE) on
-    // the whole pattern so a carry moves into the exponent; rebias 127 -> 7.
-    const uint32_t rounded = mag + 0x7FFFFu + ((mag >> 20) & 1u);
-    code = (rounded >> 20) - (120u << 3);  // at most 0x7E since mag < 448
-  } else {  // subnormal in E4M3: round (1.m * 2^(E-127)) * 2^9 to an integer 0..8 (8 = 2^-6)
-    const uint32_t exp = mag >> 23;     // biased float exponent, <= 120 here
-    const uint32_t shift = 141u - exp;  // value * 2^9 = significand * 2^-shift, shift >= 21
+  if (mag >= kMinNormal) {  // normal: round the mantissa (RNE) on the whole pattern so a carry
+    // moves into the exponent; rebias 127 -> Bias. At most MaxCode since mag < SatBits.
+    const uint32_t rounded = mag + ((1u << (kDrop - 1u)) - 1u) + ((mag >> kDrop) & 1u);
+    code = (rounded >> kDrop) - ((127u - Bias) << Man);
+  } else {  // subnormal: round value * 2^(Bias - 1 + Man) to an integer (2^Man = the smallest
+    // normal); value = significand * 2^(exp - 150), so the shift is kSubnormalShift - exp.
+    const uint32_t exp = mag >> 23;  // biased float exponent
+    const uint32_t shift = kSubnormalShift - exp;
     if (shift >= 25u) {
-      code = 0;  // < 2^-10, or exactly 2^-10 (tie to even 0); float subnormals and zero too
+      code = 0;  // below half the smallest subnormal, or exactly half (tie to even 0)
     } else {
       const uint32_t sig = (mag & 0x7FFFFFu) | 0x800000u;
       const uint32_t half = 1u << (shift - 1u);
@@ -46,6 +54,14 @@ KVQ_HD uint8_t e4m3_from_float(float f) {
     }
   }
   return static_cast<uint8_t>(sign | code);
+}
+
+}  // namespace detail
+
+// Saturating to +-448 (448 and above, infinity too); |f| <= 2^-10 -> +-0. Equals CUDA's host
+// __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E4M3) on all 2^32 inputs (tests/layouts).
+KVQ_HD uint8_t e4m3_from_float(float f) {
+  return detail::fp8_from_float<3u, 7u, 0x43E00000u, 0x7Eu>(f);
 }
 
 KVQ_HD float e4m3_to_float(uint8_t code) {
@@ -60,35 +76,11 @@ KVQ_HD float e4m3_to_float(uint8_t code) {
   return detail::bits_to_float(sign | ((exp + 120u) << 23) | (man << 20));
 }
 
-// Round to nearest, ties to even, saturating to +-57344 (infinity too); NaN -> 0x7F whatever its
-// sign; subnormals kept; |f| <= 2^-17 -> +-0. Equals CUDA's host
-// __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2) on all 2^32 inputs (tests/layouts).
+// Saturating to +-57344 (61440 = 57344 + half an ulp and above, infinity too); |f| <= 2^-17
+// -> +-0. Equals CUDA's host __nv_cvt_float_to_fp8(f, __NV_SATFINITE, __NV_E5M2) on all 2^32
+// inputs (tests/layouts).
 KVQ_HD uint8_t e5m2_from_float(float f) {
-  const uint32_t bits = detail::float_to_bits(f);
-  const uint32_t sign = (bits >> 24) & 0x80u;
-  const uint32_t mag = bits & 0x7FFFFFFFu;
-  if (mag > 0x7F800000u) return 0x7F;  // NaN
-  // 57344 + half an ulp (61440) and above round past the largest finite value: saturate.
-  if (mag >= 0x47700000u) return static_cast<uint8_t>(sign | 0x7Bu);
-  uint32_t code;
-  if (mag >= 0x38800000u) {  // >= 2^-14: normal. Round the mantissa to 2 bits (RNE) on the whole
-    // pattern so a carry moves into the exponent; rebias 127 -> 15.
-    const uint32_t rounded = mag + 0xFFFFFu + ((mag >> 21) & 1u);
-    code = (rounded >> 21) - (112u << 2);  // at most 0x7B since mag < 61440
-  } else {  // subnormal in E5M2: round (1.m * 2^(E-127)) * 2^16 to an integer 0..4 (4 = 2^-14)
-    const uint32_t exp = mag >> 23;     // biased float exponent, <= 112 here
-    const uint32_t shift = 134u - exp;  // value * 2^16 = significand * 2^-shift, shift >= 22
-    if (shift >= 25u) {
-      code = 0;  // < 2^-17, or exactly 2^-17 (tie to even 0); float subnormals and zero too
-    } else {
-      const uint32_t sig = (mag & 0x7FFFFFu) | 0x800000u;
-      const uint32_t half = 1u << (shift - 1u);
-      const uint32_t rest = sig & ((half << 1) - 1u);
-      code = sig >> shift;
-      code += (rest > half || (rest == half && (code & 1u))) ? 1u : 0u;
-    }
-  }
-  return static_cast<uint8_t>(sign | code);
+  return detail::fp8_from_float<2u, 15u, 0x47700000u, 0x7Bu>(f);
 }
 
 KVQ_HD float e5m2_to_float(uint8_t code) {
