@@ -182,7 +182,7 @@ def _reshape_and_cache_flash(
             f"{w.format} ({', '.join(k for k, v in _FORMATS.items() if v == w.format)})"
         )
     cache = combined_cache(key_cache, value_cache)
-    _writer(writer).write(key, value, cache, slot_mapping, k_scale, v_scale)
+    w.write(key, value, cache, slot_mapping, k_scale, v_scale)
 
 
 @_reshape_and_cache_flash.register_fake
