@@ -3,9 +3,11 @@
 // needs, and the descriptor's copy widths and scale paths.
 #include "attention_plan.h"
 
+#include <fmt/format.h>
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <utility>
 
 #include "kvq/core/page_layout.h"
 
@@ -43,13 +45,15 @@ TEST(AttentionPlan, OneLongSequenceIsSplitToFillTheDevice) {
                                    static_cast<uint64_t>(32) * p.num_splits * 4);
 }
 
-TEST(AttentionPlan, ShortContextsAndWholeWavesAreNotSplit) {
+TEST(AttentionPlan, WholeWavesAreNotSplitAndALoneShortContextIs) {
   SplitPlan p;
   ASSERT_TRUE(plan_splits(page("nvfp4", 128), 33, 32, 32768 / 16, 264, &p).is_ok());
   EXPECT_EQ(p.num_splits, 1);  // 33 x 8 = 264 CTAs: one whole wave
   EXPECT_EQ(p.workspace_bytes, 0u);
+  // 1 x 256 tokens: 8 CTAs would leave the device idle; 64-token splits give each warp a tile.
   ASSERT_TRUE(plan_splits(page("nvfp4", 128), 1, 32, 256 / 16, 264, &p).is_ok());
-  EXPECT_EQ(p.num_splits, 1);
+  EXPECT_EQ(p.num_splits, 4);
+  EXPECT_EQ(p.split_tokens, 64);
 }
 
 TEST(AttentionPlan, AMostlyEmptyLastWaveIsAvoidedBySplitting) {
@@ -58,6 +62,57 @@ TEST(AttentionPlan, AMostlyEmptyLastWaveIsAvoidedBySplitting) {
   const int64_t ctas = 40 * 8 * p.num_splits;
   EXPECT_GE(static_cast<double>(ctas) / 264 / std::ceil(static_cast<double>(ctas) / 264), 0.9)
       << p.num_splits << " splits";
+}
+
+TEST(AttentionPlan, SplitCallsStayWithinEightWaves) {
+  SplitPlan p;  // 128 x 8 = 1024 CTAs unsplit; the least estimate would take ~28 splits
+  ASSERT_TRUE(plan_splits(page("nvfp4", 128), 128, 32, 131072 / 16, 396, &p).is_ok());
+  EXPECT_GT(p.num_splits, 1);
+  EXPECT_LE(int64_t{128} * 8 * p.num_splits, 8 * 396);
+}
+
+// The contract: a workspace of workspace_bytes(largest shape) serves every smaller call of the
+// same num_q_heads -- also where the largest shape is not split and a smaller one is (33 x 2048
+// blocks fill whole waves unsplit; 1 x 2048 blocks split).
+TEST(AttentionPlan, OneWorkspaceForTheLargestShapeServesEverySmallerOne) {
+  for (const char* format : {"nvfp4", "bf16"}) {
+    for (int64_t head_size : {64, 256}) {
+      const kvq_page_desc d = page(format, head_size);
+      for (int32_t target : {132, 264, 396}) {
+        for (int64_t q : {8, 32, 64, 8 * 20}) {
+          for (auto [seqs, blocks] : {std::pair<int64_t, int64_t>{33, 2048},
+                                      {128, 8192},
+                                      {1, 4},
+                                      {1, 5},
+                                      {7, 300},
+                                      {2000, 64}}) {
+            SCOPED_TRACE(fmt::format("{} D {}, target {}, q {}, largest {} x {} blocks", format,
+                                     head_size, target, q, seqs, blocks));
+            uint64_t bound = 0;
+            ASSERT_TRUE(workspace_bound(d, seqs, q, blocks, target, &bound).is_ok());
+            for (int64_t s = 1; s <= seqs; s = s < 8 ? s + 1 : s * 3 / 2) {
+              for (int64_t b = 1; b <= blocks; b = b < 8 ? b + 1 : b * 5 / 4) {
+                SplitPlan p;
+                ASSERT_TRUE(plan_splits(d, s, q, b, target, &p).is_ok());
+                ASSERT_LE(p.workspace_bytes, bound) << s << " x " << b << " blocks";
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  uint64_t bound = 0;  // 33 x 2048 is not split, 1 x 2048 is: the bound covers the latter
+  ASSERT_TRUE(workspace_bound(page("nvfp4", 128), 33, 32, 2048, 264, &bound).is_ok());
+  SplitPlan one;
+  ASSERT_TRUE(plan_splits(page("nvfp4", 128), 1, 32, 2048, 264, &one).is_ok());
+  EXPECT_GT(one.workspace_bytes, 0u);
+  EXPECT_GE(bound, one.workspace_bytes);
+  // However large the shape, a constant of the device: 8 waves x 16 heads' rows of 128 f32 + 1.
+  ASSERT_TRUE(workspace_bound(page("nvfp4", 128), 65535, 8 * 16, 1 << 20, 264, &bound).is_ok());
+  EXPECT_LE(bound, uint64_t{8} * 264 * 16 * (128 * 4 + 4) + 16);
+  ASSERT_TRUE(workspace_bound(page("nvfp4", 128), 4, 32, 4, 264, &bound).is_ok());
+  EXPECT_EQ(bound, 0u) << "64 tokens: nothing splits";
 }
 
 TEST(AttentionPlan, GroupsPastSixteenHeadsTakeSeveralTiles) {

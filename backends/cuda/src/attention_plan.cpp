@@ -8,8 +8,12 @@
 namespace kvq::cuda {
 namespace {
 
-constexpr int64_t kMinSplitTokens = 256;  // the shortest split worth its partial result
+constexpr int64_t kMinSplitTokens = 64;  // one tile for each warp: the shortest split
 constexpr int64_t kSplitUnit = kAttentionTileTokens * kAttentionWarps;  // 64
+// A split call's CTAs fill at most this many waves. Past a few waves more splits gain little
+// (the estimate below moves by about 1%), and the cap bounds the partial results of every shape
+// by a constant, which workspace_bound() returns.
+constexpr int64_t kMaxSplitWaves = 8;
 
 int64_t ceil_div(int64_t a, int64_t b) {
   return (a + b - 1) / b;
@@ -26,6 +30,42 @@ int32_t data_access_bytes(const kvq_page_desc& d, uintptr_t cache) {
     if (ok) return w;
   }
   return 1;
+}
+
+// Bytes of `rows` partial results: [rows, head_size] f32 outputs (16-byte aligned), then [rows]
+// f32 log-sum-exps.
+uint64_t partial_bytes(uint64_t rows, int64_t head_size) {
+  return (rows * static_cast<uint64_t>(head_size) * 4 + 15) / 16 * 16 + rows * 4;
+}
+
+// The launch limits of a call's shape; its head tiles (ceil(group / 16)) on success.
+Status check_shape(const kvq_page_desc& d, int64_t num_seqs, int64_t num_q_heads,
+                   int64_t max_blocks, int32_t* head_tiles) {
+  if (num_seqs < 0 || num_seqs > 65535) {
+    return {ErrorCode::invalid_argument,
+            fmt::format("num_seqs {}: expected 0 .. 65535 (cuda attention's grid)", num_seqs)};
+  }
+  if (num_q_heads < 1 || num_q_heads % d.num_kv_heads != 0) {
+    return {ErrorCode::invalid_argument,
+            fmt::format("num_q_heads {}: expected a positive multiple of num_kv_heads {}",
+                        num_q_heads, d.num_kv_heads)};
+  }
+  if (max_blocks < 0 || max_blocks > (int64_t{1} << 31) / d.block_size - 1) {
+    return {ErrorCode::invalid_argument,
+            fmt::format("max_blocks_per_seq {}: expected 0 .. {} (max_blocks_per_seq x "
+                        "block_size {} below 2^31 tokens)",
+                        max_blocks, (int64_t{1} << 31) / d.block_size - 1, d.block_size)};
+  }
+  const int64_t group = num_q_heads / d.num_kv_heads;
+  const int64_t tiles = ceil_div(group, kAttentionHeadsPerTile);
+  if (d.num_kv_heads * tiles > 65535) {
+    return {ErrorCode::invalid_argument,
+            fmt::format("num_kv_heads {} x head tiles {}: expected <= 65535 (cuda attention's "
+                        "grid)",
+                        d.num_kv_heads, tiles)};
+  }
+  *head_tiles = static_cast<int32_t>(tiles);
+  return Status::ok();
 }
 
 int32_t scale_copy(const kvq_page_desc& d, int side, uintptr_t cache) {
@@ -59,30 +99,8 @@ Status check_attention_geometry(const kvq_page_desc& d) noexcept {
 
 Status plan_splits(const kvq_page_desc& d, int64_t num_seqs, int64_t num_q_heads,
                    int64_t max_blocks, int32_t target_ctas, SplitPlan* out) noexcept {
-  if (num_seqs < 0 || num_seqs > 65535) {
-    return {ErrorCode::invalid_argument,
-            fmt::format("num_seqs {}: expected 0 .. 65535 (cuda attention's grid)", num_seqs)};
-  }
-  if (num_q_heads < 1 || num_q_heads % d.num_kv_heads != 0) {
-    return {ErrorCode::invalid_argument,
-            fmt::format("num_q_heads {}: expected a positive multiple of num_kv_heads {}",
-                        num_q_heads, d.num_kv_heads)};
-  }
-  if (max_blocks < 0 || max_blocks > (int64_t{1} << 31) / d.block_size - 1) {
-    return {ErrorCode::invalid_argument,
-            fmt::format("max_blocks_per_seq {}: expected 0 .. {} (max_blocks_per_seq x "
-                        "block_size {} below 2^31 tokens)",
-                        max_blocks, (int64_t{1} << 31) / d.block_size - 1, d.block_size)};
-  }
   SplitPlan p;
-  const int64_t group = num_q_heads / d.num_kv_heads;
-  p.head_tiles = static_cast<int32_t>(ceil_div(group, kAttentionHeadsPerTile));
-  if (d.num_kv_heads * p.head_tiles > 65535) {
-    return {ErrorCode::invalid_argument,
-            fmt::format("num_kv_heads {} x head tiles {}: expected <= 65535 (cuda attention's "
-                        "grid)",
-                        d.num_kv_heads, p.head_tiles)};
-  }
+  if (Status s = check_shape(d, num_seqs, num_q_heads, max_blocks, &p.head_tiles); !s) return s;
   const int64_t items = num_seqs * d.num_kv_heads * p.head_tiles;
   const int64_t max_tokens = std::max<int64_t>(1, max_blocks * d.block_size);
   const int64_t waves_of = std::max<int32_t>(1, target_ctas);
@@ -92,7 +110,8 @@ Status plan_splits(const kvq_page_desc& d, int64_t num_seqs, int64_t num_q_heads
   // avoids a last wave that is mostly empty.
   constexpr int64_t kCtaOverheadTokens = 64;
   const int64_t max_splits =
-      std::min(ceil_div(max_tokens, kMinSplitTokens), int64_t{kAttentionMaxSplits});
+      std::min({ceil_div(max_tokens, kMinSplitTokens), int64_t{kAttentionMaxSplits},
+                std::max<int64_t>(1, kMaxSplitWaves * waves_of / std::max<int64_t>(1, items))});
   int64_t best_tokens = ceil_div(max_tokens, kSplitUnit) * kSplitUnit;
   int64_t best_cost = ceil_div(items, waves_of) * (best_tokens + kCtaOverheadTokens);
   for (int64_t want = 2; items > 0 && want <= max_splits; ++want) {
@@ -107,12 +126,31 @@ Status plan_splits(const kvq_page_desc& d, int64_t num_seqs, int64_t num_q_heads
   p.num_splits = static_cast<int32_t>(ceil_div(max_tokens, best_tokens));
   p.split_tokens = static_cast<int32_t>(best_tokens);
   if (p.num_splits > 1) {
-    const auto partials =
-        static_cast<uint64_t>(num_seqs) * static_cast<uint64_t>(num_q_heads) * p.num_splits;
-    const uint64_t out_bytes = partials * static_cast<uint64_t>(d.head_size) * 4;
-    p.workspace_bytes = (out_bytes + 15) / 16 * 16 + partials * 4;
+    p.workspace_bytes = partial_bytes(
+        static_cast<uint64_t>(num_seqs) * static_cast<uint64_t>(num_q_heads) * p.num_splits,
+        d.head_size);
   }
   *out = p;
+  return Status::ok();
+}
+
+Status workspace_bound(const kvq_page_desc& d, int64_t num_seqs, int64_t num_q_heads,
+                       int64_t max_blocks, int32_t target_ctas, uint64_t* bytes) noexcept {
+  int32_t tiles = 1;
+  if (Status s = check_shape(d, num_seqs, num_q_heads, max_blocks, &tiles); !s) return s;
+  *bytes = 0;
+  const int64_t max_tokens = max_blocks * d.block_size;
+  if (num_seqs == 0 || max_tokens <= kMinSplitTokens) return Status::ok();  // nothing splits
+  // A plan of S' <= num_seqs sequences and at most max_tokens tokens has S' x num_q_heads x
+  // splits rows, with splits <= ceil(max_tokens / 64) and <= 1024; and, where it splits at all,
+  // splits <= kMaxSplitWaves x target / (S' x num_kv_heads x tiles), so its rows are at most
+  // kMaxSplitWaves x target x num_q_heads / (num_kv_heads x tiles), whatever S'.
+  const auto by_shape = static_cast<uint64_t>(num_seqs) * static_cast<uint64_t>(num_q_heads) *
+                        static_cast<uint64_t>(std::min(ceil_div(max_tokens, kMinSplitTokens),
+                                                       int64_t{kAttentionMaxSplits}));
+  const auto by_waves = static_cast<uint64_t>(kMaxSplitWaves * std::max<int32_t>(1, target_ctas) *
+                                              num_q_heads / (d.num_kv_heads * tiles));
+  *bytes = partial_bytes(std::min(by_shape, by_waves), d.head_size);
   return Status::ok();
 }
 

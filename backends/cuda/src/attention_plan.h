@@ -17,20 +17,26 @@ namespace kvq::cuda {
 Status check_attention_geometry(const kvq_page_desc& page) noexcept;
 
 struct SplitPlan {
-  int32_t head_tiles = 1;    // ceil(group / 16)
-  int32_t num_splits = 1;    // CTAs along one sequence's tokens
-  int32_t split_tokens = 0;  // tokens per split (a multiple of 64)
-  uint64_t workspace_bytes = 0;
+  int32_t head_tiles = 1;        // ceil(group / 16)
+  int32_t num_splits = 1;        // CTAs along one sequence's tokens
+  int32_t split_tokens = 0;      // tokens per split (a multiple of 64)
+  uint64_t workspace_bytes = 0;  // this plan's partial results (0 unsplit)
 };
 
 // The split of a call of this shape on a device of `target_ctas` resident CTAs: the number of
-// splits (of at least 256 tokens, at most kAttentionMaxSplits) that minimizes waves x tokens per
-// CTA, so one long sequence fills the device and many sequences avoid a mostly empty last wave.
-// The same inputs give the same plan, so the workspace a caller sized with workspace_bytes()
-// fits. invalid_argument for shapes past the
-// launch limits (num_seqs > 65535, max_blocks_per_seq x block_size >= 2^31, ...).
+// splits (of a multiple of 64 tokens, at most kAttentionMaxSplits, their CTAs within 8 waves)
+// that minimizes waves x tokens per CTA, so one long sequence fills the device and many
+// sequences avoid a mostly empty last wave. invalid_argument for shapes past the launch limits
+// (num_seqs > 65535, max_blocks_per_seq x block_size >= 2^31, ...).
 Status plan_splits(const kvq_page_desc& page, int64_t num_seqs, int64_t num_q_heads,
                    int64_t max_blocks_per_seq, int32_t target_ctas, SplitPlan* out) noexcept;
+
+// What workspace_bytes() answers: at least the workspace_bytes of the plan of every shape with
+// at most num_seqs sequences and max_blocks_per_seq blocks (the same num_q_heads), so one
+// workspace sized for the largest shape serves every call. Bounded by a constant of the device
+// (8 waves of CTAs x 16 heads' partial rows), however large the shape.
+Status workspace_bound(const kvq_page_desc& page, int64_t num_seqs, int64_t num_q_heads,
+                       int64_t max_blocks_per_seq, int32_t target_ctas, uint64_t* bytes) noexcept;
 
 // The descriptor of a call whose arguments the contract has passed; counters are the
 // attention's. Fills everything but what the launch decides.

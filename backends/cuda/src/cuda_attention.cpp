@@ -74,10 +74,8 @@ Status CudaAttention::plan(int64_t num_seqs, int64_t num_q_heads, int64_t max_bl
 Status CudaAttention::workspace_bytes(int64_t num_seqs, int64_t num_q_heads, int64_t max_blocks,
                                       uint64_t* bytes) const noexcept {
   if (bytes == nullptr) return {ErrorCode::invalid_argument, "bytes: null pointer"};
-  SplitPlan p;
-  if (Status s = plan(num_seqs, num_q_heads, max_blocks, &p); !s) return s;
-  *bytes = p.workspace_bytes;
-  return Status::ok();
+  return workspace_bound(layout_->descriptor(), num_seqs, num_q_heads, max_blocks, target_ctas_,
+                         bytes);
 }
 
 Status CudaAttention::attend(const AttentionArgs& in) noexcept {
@@ -140,6 +138,7 @@ Status CudaAttention::take_out_of_range(AttentionOutOfRange* counts) noexcept {
     }
     counts->block_ids = static_cast<int64_t>(now.block_ids - taken_.block_ids);
     counts->seq_lens = static_cast<int64_t>(now.seq_lens - taken_.seq_lens);
+    counts->scales = static_cast<int64_t>(now.scales - taken_.scales);
     taken_ = now;
   });
 }
