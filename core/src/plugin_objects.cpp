@@ -198,11 +198,12 @@ class PluginAttention final : public KVCacheAttention {
   }
   Status take_out_of_range(AttentionOutOfRange* counts) noexcept override {
     if (counts == nullptr) return {ErrorCode::invalid_argument, "counts: null pointer"};
-    kvq_attention_counts c{sizeof(kvq_attention_counts), 0, 0};
+    kvq_attention_counts c{sizeof(kvq_attention_counts), 0, 0, 0};
     kvq_error err{};
     if (attention_->ops->take_out_of_range(attention_, &c, &err) != KVQ_OK) return to_status(err);
     counts->block_ids = c.block_ids;
     counts->seq_lens = c.seq_lens;
+    counts->scales = c.scales;  // stays 0 from a plugin built before ABI 2.3
     return Status::ok();
   }
   const PageLayout& layout() const noexcept override { return layout_; }

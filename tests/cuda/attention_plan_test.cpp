@@ -7,8 +7,10 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <utility>
 
+#include "attention_query_scale.h"
 #include "kvq/core/page_layout.h"
 
 namespace kvq::cuda {
@@ -113,6 +115,31 @@ TEST(AttentionPlan, OneWorkspaceForTheLargestShapeServesEverySmallerOne) {
   EXPECT_LE(bound, uint64_t{8} * 264 * 16 * (128 * 4 + 4) + 16);
   ASSERT_TRUE(workspace_bound(page("nvfp4", 128), 4, 32, 4, 264, &bound).is_ok());
   EXPECT_EQ(bound, 0u) << "64 tokens: nothing splits";
+}
+
+// What the kernel's prologue runs for bf16 queries: 2^shift puts a head's largest magnitude in
+// [2^14, 2^15), every bf16 value from 2^-133 to 3.4e38, and leaves zeros, NaN and infinity be.
+TEST(AttentionQueryScale, ThePowerOfTwoPutsTheLargestMagnitudeInF16sTopOctave) {
+  for (float top = std::ldexp(1.0f, -133); top < 3.4e38f; top *= 1.37f) {
+    const float bf16 = std::ldexp(std::round(std::ldexp(top, -std::ilogb(top) + 7)),
+                                  std::ilogb(top) - 7);  // 8 significant bits
+    const int shift = query_shift(bf16);
+    ASSERT_GE(shift, -126);
+    ASSERT_LE(shift, 126);
+    EXPECT_EQ(pow2(shift), std::ldexp(1.0f, shift));
+    EXPECT_EQ(pow2(-shift), std::ldexp(1.0f, -shift));
+    const float scaled = bf16 * pow2(shift);
+    if (shift < 126) {  // the smallest tops stay below 2^14 at the largest shift
+      EXPECT_GE(scaled, 16384.0f) << bf16;
+    }
+    EXPECT_LT(scaled, 32768.0f) << bf16;
+    EXPECT_EQ(scaled * pow2(-shift), bf16) << "exact both ways";
+  }
+  EXPECT_EQ(query_shift(0.0f), 0);
+  EXPECT_EQ(query_shift(std::numeric_limits<float>::infinity()), 0);
+  EXPECT_EQ(query_shift(std::numeric_limits<float>::quiet_NaN()), 0);
+  EXPECT_EQ(query_shift(1.0f), 14);
+  EXPECT_EQ(query_shift(3.3895314e38f), -113);  // the largest bf16: 2^127 x (2 - 2^-7)
 }
 
 TEST(AttentionPlan, GroupsPastSixteenHeadsTakeSeveralTiles) {

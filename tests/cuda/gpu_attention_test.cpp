@@ -105,13 +105,24 @@ DeviceAttention upload(const AttentionCase& c, const PageLayout& layout, DType o
 }
 
 // The reference's output for the case (f64, stored f32), computed by attend_checked so that
-// out-of-range device-style values are skipped as the GPU skips them.
-std::vector<double> reference_output(AttentionCase& c) {
+// out-of-range device-style values are skipped as the GPU skips them; with per-head scales
+// ([num_kv_heads] each) where given.
+std::vector<double> reference_output(AttentionCase& c, std::vector<float>* k_heads = nullptr,
+                                     std::vector<float>* v_heads = nullptr) {
   const PageLayout layout = PageLayout::from_spec(c.spec);
   reference_cpu::ReferenceAttention ref(layout, 0);
   std::vector<float> out;
   AttentionArgs a = kvq::test::host_attention_args(c, layout, &out);
   a.softmax_scale = default_softmax_scale(c.shape.head_size);
+  const int64_t H = c.shape.num_kv_heads;
+  if (k_heads != nullptr) {  // per-head scales stand alone: the per-tensor values are 1
+    a.k_head_scales = make_view(k_heads->data(), DType::f32, {H});
+    a.k_scale = 1.0f;
+  }
+  if (v_heads != nullptr) {
+    a.v_head_scales = make_view(v_heads->data(), DType::f32, {H});
+    a.v_scale = 1.0f;
+  }
   const Status s = ref.attend_checked(a);
   EXPECT_TRUE(s.is_ok()) << s.message();
   return {out.begin(), out.end()};
@@ -294,6 +305,77 @@ TEST(GpuAttention, DeviceValuesOutOfRangeAreSkippedAndCounted) {
   }
 }
 
+// Scales read on the device: a k_scale_ptr / v_scale_ptr pair and per-head scales give the
+// reference's output; a value outside the scale rule leaves its (sequence, kv head) out (zeros)
+// and is counted once per sequence and kv head.
+TEST(GpuAttention, DeviceScalesAreReadAndUnusableOnesCounted) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  for (int64_t length : {40, 3000}) {  // one split and several
+    AttentionShape shape;
+    shape.format = "fp8_e4m3";
+    shape.num_kv_heads = 4;
+    shape.group = 4;
+    shape.seq_lens = {static_cast<int32_t>(length), 90, 1};
+    AttentionCase c = kvq::test::make_attention_case(shape, 23);
+    SCOPED_TRACE(c.describe());
+    const int64_t H = shape.num_kv_heads, D = shape.head_size;
+    auto attention = make_attention(c.spec);
+    ASSERT_TRUE(attention);
+    uint64_t ws = 0;
+    ASSERT_TRUE(attention->workspace_bytes(c.num_seqs, c.num_q_heads, c.max_blocks, &ws).is_ok());
+    const PageLayout layout = PageLayout::from_spec(c.spec);
+    DeviceAttention d = upload(c, layout, DType::f32, ws);
+    auto run = [&](const std::vector<double>& want, int64_t unusable) {
+      ASSERT_TRUE(attention->attend(d.args).is_ok());
+      std::vector<uint8_t> got(d.output.bytes());
+      d.output.download(got.data(), got.size());
+      EXPECT_EQ(compare(got, DType::f32, want), "");
+      AttentionOutOfRange counts;
+      ASSERT_TRUE(attention->take_out_of_range(&counts).is_ok());
+      EXPECT_EQ(counts.scales, unusable);
+      EXPECT_EQ(counts.block_ids, 0);
+    };
+    // The pair, usable, then k's NaN: every (sequence, kv head) left out.
+    DeviceBuffer pair(8);
+    pair.upload(std::vector<float>{c.k_scale, c.v_scale});
+    d.args.k_scale_ptr = static_cast<const float*>(pair.get());
+    d.args.v_scale_ptr = d.args.k_scale_ptr + 1;
+    run(reference_output(c), 0);
+    pair.upload(std::vector<float>{std::nanf(""), c.v_scale});
+    run(std::vector<double>(static_cast<size_t>(c.num_seqs * c.num_q_heads * D), 0.0),
+        c.num_seqs * H);
+    d.args.k_scale_ptr = d.args.v_scale_ptr = nullptr;
+    d.args.k_scale = d.args.v_scale = 1.0f;
+    // Per-head scales, usable, then head 2's V scale negative: its query heads get zeros.
+    std::vector<float> k_heads(static_cast<size_t>(H)), v_heads(k_heads.size());
+    for (int64_t h = 0; h < H; ++h) {
+      k_heads[static_cast<size_t>(h)] = c.k_scale * (1.0f + 0.25f * static_cast<float>(h));
+      v_heads[static_cast<size_t>(h)] = c.v_scale * (1.0f - 0.125f * static_cast<float>(h));
+    }
+    DeviceBuffer heads(static_cast<size_t>(2 * H) * 4);
+    auto put = [&] {
+      std::vector<float> both(k_heads);
+      both.insert(both.end(), v_heads.begin(), v_heads.end());
+      heads.upload(both);
+    };
+    put();
+    const Device dev = Device::cuda(0);
+    d.args.k_head_scales = make_view(heads.get(), DType::f32, {H}, dev);
+    d.args.v_head_scales = make_view(static_cast<float*>(heads.get()) + H, DType::f32, {H}, dev);
+    std::vector<double> want = reference_output(c, &k_heads, &v_heads);
+    run(want, 0);
+    v_heads[2] = -1.0f;
+    put();
+    for (int64_t s = 0; s < c.num_seqs; ++s) {
+      for (int64_t q = 2 * shape.group; q < 3 * shape.group; ++q) {
+        for (int64_t e = 0; e < D; ++e)
+          want[static_cast<size_t>((s * c.num_q_heads + q) * D + e)] = 0;
+      }
+    }
+    run(want, c.num_seqs);
+  }
+}
+
 TEST(GpuAttention, RefusesATooSmallWorkspaceWithNothingLaunched) {
   KVQ_REQUIRE_CUDA_DEVICE();
   AttentionShape shape;
@@ -317,9 +399,11 @@ TEST(GpuAttention, RefusesATooSmallWorkspaceWithNothingLaunched) {
 // A decode step as an engine runs it: the new token of every sequence written by the cuda writer
 // (nvfp4), then attention over the pages, both captured into one graph; replays give the
 // reference's output for the cache with the tokens written.
-TEST(GpuAttention, WriteThenAttendCapturedAsOneGraph) {
-  KVQ_REQUIRE_CUDA_DEVICE();
+// A decode step -- the write of each sequence's new token, then attention over the pages with
+// it -- captured as one CUDA graph and replayed, in one cache format.
+void write_then_attend_as_one_graph(const std::string& format) {
   AttentionShape shape;
+  shape.format = format;
   shape.num_kv_heads = 4;
   shape.group = 4;
   shape.seq_lens = {300, 5000, 1, 77};
@@ -397,6 +481,14 @@ TEST(GpuAttention, WriteThenAttendCapturedAsOneGraph) {
     EXPECT_EQ(compare(got, DType::bf16, want), "") << "replay " << replay;
   }
   EXPECT_EQ(d.cache.download_all<uint8_t>(), full.cache) << "the write's bytes";
+}
+
+TEST(GpuAttention, WriteThenAttendCapturedAsOneGraph) {
+  KVQ_REQUIRE_CUDA_DEVICE();
+  for (const char* format : {"nvfp4", "fp8_e4m3", "fp8_e5m2", "bf16"}) {
+    SCOPED_TRACE(format);
+    write_then_attend_as_one_graph(format);
+  }
 }
 
 }  // namespace

@@ -34,6 +34,7 @@ enum AttentionOutputType : int32_t { kOutBf16 = 0, kOutF16 = 1, kOutF32 = 2 };
 struct AttentionCounters {
   unsigned long long block_ids;  // table entries outside [0, num_blocks) (once per entry)
   unsigned long long seq_lens;   // sequences with seq_len < 0 or past the table (once each)
+  unsigned long long scales;     // (sequence, kv head)s with an unusable device scale
 };
 
 struct AttentionKernelDesc {

@@ -4,12 +4,15 @@
 // warps 16 at a time (tile i to warp i % 4). Per tile a warp
 //   1. copies the tile's raw K and V rows (and nvfp4 scale bytes) from the pages into its own
 //      shared-memory ring with cp.async, STAGES - 1 tiles ahead of the one it computes, so many
-//      bytes are in flight without holding registers;
-//   2. S = Q K^T with mma.m16n8k16 (M: the 16 query heads, N: 8 tokens, K: 16 of head_size),
-//      K dequantized on the fly into the query's type (nvfp4: E2M1 x E4M3 group scale, exact in
-//      bf16 and f16; fp8: exact; bf16: exact for bf16 queries);
-//   3. the online softmax in f32 (exp2 domain; the per-tensor or per-head K scale and
-//      softmax_scale folded into one multiply of S);
+//      bytes are in flight without holding registers (the tile's block-table entry is read one
+//      tile earlier still);
+//   2. S = Q K^T with mma.m16n8k16 (M: the 16 query heads, N: 8 tokens, K: 16 of head_size), in
+//      f16 with K dequantized on the fly (nvfp4: E2M1 x E4M3 group scale; fp8: the hardware pair
+//      conversion; both exact) and bf16 queries scaled into f16 by a power of two per head; a
+//      bf16 cache with bf16 queries runs it in bf16;
+//   3. the online softmax in f32 (exp2 domain; the per-tensor or per-head K scale, the head's
+//      power of two and softmax_scale folded into one multiply of S; O rescaled only when a
+//      row's maximum moved);
 //   4. O += P V with mma.m16n8k16 (M: heads, N: 8 of head_size, K: 16 tokens): P in f16 against
 //      V's exact f16 values (nvfp4, fp8), or as bf16 hi + lo halves against a bf16 cache.
 // Each thread's fragments take a permuted slice of head_size (the dot product does not care; the
@@ -24,7 +27,8 @@
 //
 // Out-of-range device values: a block id outside [0, num_blocks) drops its page's tokens from
 // the softmax (never read) and is counted once per table entry by the kv-head-0 CTAs; a seq_len
-// < 0 or past the table makes the sequence empty (zeros), counted once by one CTA.
+// < 0 or past the table makes the sequence empty (zeros), counted once by one CTA; a device K or
+// V scale outside the scale rule leaves its (sequence, kv head) out (zeros), counted once.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 #include <cuda_fp8.h>
@@ -33,7 +37,9 @@
 #include <cmath>
 
 #include "attention_kernel.h"
+#include "attention_query_scale.h"
 #include "cuda_util.h"
+#include "kvq/core/scale_rule.h"
 
 namespace kvq::cuda {
 namespace {
@@ -111,25 +117,10 @@ __device__ __forceinline__ void mma16816(float (&c)[4], const uint4& a, uint32_t
   }
 }
 
-template <bool Bf16>
-__device__ __forceinline__ uint32_t mul2(uint32_t a, uint32_t b) {
+__device__ __forceinline__ uint32_t hmul2(uint32_t a, uint32_t b) {
   uint32_t d;
-  if constexpr (Bf16) {
-    asm("mul.rn.bf16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  } else {
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
-  }
+  asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(d) : "r"(a), "r"(b));
   return d;
-}
-
-__device__ __forceinline__ uint32_t f16x2_to_bf16x2(uint32_t h) {
-  __half2 x;
-  memcpy(&x, &h, 4);
-  const float2 f = __half22float2(x);
-  const __nv_bfloat162 b = __floats2bfloat162_rn(f.x, f.y);
-  uint32_t out;
-  memcpy(&out, &b, 4);
-  return out;
 }
 
 __device__ __forceinline__ uint32_t bf16x2_to_f16x2(uint32_t v) {
@@ -149,38 +140,22 @@ __device__ __forceinline__ uint32_t fp8x2_to_f16x2(uint32_t two) {
   return static_cast<uint32_t>(h.x) | (static_cast<uint32_t>(h.y) << 16);
 }
 
-// An E4M3 scale byte as a pair of equal bf16 or f16 values (exact in both).
-template <bool Bf16>
+// An E4M3 scale byte as a pair of equal f16 values (exact).
 __device__ __forceinline__ uint32_t scale_pair(uint8_t e4m3) {
-  const __half_raw h = __nv_cvt_fp8_to_halfraw(e4m3, __NV_E4M3);
-  uint32_t v = h.x;
-  if constexpr (Bf16) {
-    const float f = __half2float(__half(h));
-    v = __float_as_uint(f) >> 16;  // exact: at most 4 significant bits
-  }
+  const uint32_t v = __nv_cvt_fp8_to_halfraw(e4m3, __NV_E4M3).x;
   return v | (v << 16);
 }
 
-// Four E2M1 codes (element j in bits [4j, 4j + 4)) as two pairs (elements 0,1 and 2,3) of bf16
-// or f16 values, exactly: byte permutes look the magnitudes up (read_kernel.cu's decode).
-template <bool Bf16>
+// Four E2M1 codes (element j in bits [4j, 4j + 4)) as two f16 pairs (elements 0,1 and 2,3),
+// exactly: byte permutes look the magnitudes' f16 high bytes up (00 38 3C 3E 40 42 44 46 for
+// 0 0.5 1 1.5 2 3 4 6; the low bytes are 00), the signs are or-ed in.
 __device__ __forceinline__ void e2m1x4_to_pairs(uint32_t codes, uint32_t& p01, uint32_t& p23) {
   const uint32_t m = codes & 0x7777u;
   const uint32_t twice = __byte_perm(codes, 0u, 0x1100u);
   const uint32_t signs = ((twice << 4) & 0x00800080u) | (twice & 0x80008000u);
-  if constexpr (Bf16) {
-    // |value|: 0 0.5 1 1.5 2 3 4 6 -> bf16 high bytes 00 3F 3F 3F 40 40 40 40, low 00 00 80 C0 00
-    // 40 80 C0.
-    const uint32_t top = __byte_perm(0x3F3F3F00u, 0x40404040u, m) | signs;
-    const uint32_t low = __byte_perm(0xC0800000u, 0xC0804000u, m);
-    p01 = __byte_perm(low, top, 0x5140u);
-    p23 = __byte_perm(low, top, 0x7362u);
-  } else {
-    // f16 high bytes 00 38 3C 3E 40 42 44 46, low bytes 00.
-    const uint32_t top = __byte_perm(0x3E3C3800u, 0x46444240u, m) | signs;
-    p01 = __byte_perm(top, 0u, 0x1404u);
-    p23 = __byte_perm(top, 0u, 0x3424u);
-  }
+  const uint32_t top = __byte_perm(0x3E3C3800u, 0x46444240u, m) | signs;
+  p01 = __byte_perm(top, 0u, 0x1404u);
+  p23 = __byte_perm(top, 0u, 0x3424u);
 }
 
 template <int D, int Groups>
@@ -217,14 +192,28 @@ template <int Format, int D, bool QBf16>
 struct Attend {
   using G = Geometry<Format, D>;
   static constexpr bool kVBf16 = Format == KVQ_FORMAT_BF16;  // PV in bf16 (hi + lo) or f16
+  // QK in bf16 only for a bf16 cache read by bf16 queries. Every other pair runs it in f16: fp8
+  // and nvfp4 values are exact in f16 (one conversion instruction per pair, none to bf16), and
+  // bf16 queries become f16 once per CTA, each head scaled by a power of two (the kernel's
+  // prologue).
+  static constexpr bool kQkBf16 = Format == KVQ_FORMAT_BF16 && QBf16;
 
   const AttentionKernelDesc& d;
   uint8_t* ring;  // this warp's stages
   int* masks;     // this warp's per-stage token masks
   int lane, seq, kvh, tile, begin, end;
 
-  // Copies tile `ti` (16 tokens from begin + 16 ti) into stage `slot`; the caller commits.
-  __device__ __forceinline__ void issue(int ti, int slot) const {
+  // The block id of this lane's token (lane % 16) in tile `ti`, or 0 past the end. Loaded one
+  // tile ahead of its issue(), so the table read's latency hides behind a tile's math.
+  __device__ __forceinline__ int table_entry(int ti) const {
+    const int pos = begin + ti * 16 + (lane & 15);
+    if (pos >= end) return 0;
+    return d.block_tables[seq * d.table_stride[0] + (pos / d.block_size) * d.table_stride[1]];
+  }
+
+  // Copies tile `ti` (16 tokens from begin + 16 ti; `id` = table_entry(ti)) into stage `slot`;
+  // the caller commits.
+  __device__ __forceinline__ void issue(int ti, int slot, int id) const {
     uint8_t* st = ring + slot * G::kStageBytes;
     const int j = lane & 15, side = lane >> 4;
     const int pos = begin + ti * 16 + j;
@@ -233,7 +222,6 @@ struct Attend {
     if (pos < end) {
       const int b = pos / d.block_size;
       const int tin = pos - b * d.block_size;
-      const int id = d.block_tables[seq * d.table_stride[0] + b * d.table_stride[1]];
       ok = id >= 0 && id < d.num_blocks;
       if (!ok && side == 0 && tin == 0 && kvh == 0 && tile == 0) {
         atomicAdd(&d.counters->block_ids, 1ull);  // once per table entry (its first token)
@@ -308,9 +296,9 @@ struct Attend {
                                          uint32_t& b1) const {
     if constexpr (Format == KVQ_FORMAT_NVFP4) {
       const uint32_t codes = (w[ks >> 1] >> (16 * (ks & 1))) & 0xFFFFu;
-      e2m1x4_to_pairs<QBf16>(codes, b0, b1);
-      b0 = mul2<QBf16>(b0, sc);
-      b1 = mul2<QBf16>(b1, sc);
+      e2m1x4_to_pairs(codes, b0, b1);
+      b0 = hmul2(b0, sc);
+      b1 = hmul2(b1, sc);
     } else if constexpr (Format == KVQ_FORMAT_BF16) {
       b0 = w[2 * ks];
       b1 = w[2 * ks + 1];
@@ -321,10 +309,6 @@ struct Attend {
     } else {
       b0 = fp8x2_to_f16x2<Format>(w[ks]);
       b1 = fp8x2_to_f16x2<Format>(w[ks] >> 16);
-      if constexpr (QBf16) {
-        b0 = f16x2_to_bf16x2(b0);
-        b1 = f16x2_to_bf16x2(b1);
-      }
     }
   }
 
@@ -333,10 +317,10 @@ struct Attend {
                                           uint32_t (&p)[4]) const {
     if constexpr (Format == KVQ_FORMAT_NVFP4) {
       const uint32_t codes = *reinterpret_cast<const uint32_t*>(src);
-      e2m1x4_to_pairs<false>(codes & 0xFFFFu, p[0], p[1]);
-      e2m1x4_to_pairs<false>(codes >> 16, p[2], p[3]);
+      e2m1x4_to_pairs(codes & 0xFFFFu, p[0], p[1]);
+      e2m1x4_to_pairs(codes >> 16, p[2], p[3]);
 #pragma unroll
-      for (int i = 0; i < 4; ++i) p[i] = mul2<false>(p[i], sc);
+      for (int i = 0; i < 4; ++i) p[i] = hmul2(p[i], sc);
     } else if constexpr (Format == KVQ_FORMAT_BF16) {
       const uint4 v = *reinterpret_cast<const uint4*>(src);
       p[0] = v.x;
@@ -354,7 +338,8 @@ struct Attend {
     for (int i = 0; i < 4; ++i) p[i] = valid ? p[i] : 0u;
   }
 
-  __device__ __forceinline__ void compute(int slot, const uint4* qfrag, float qk_scale,
+  // qk[r]: the score multiplier of row r's head (g, g + 8).
+  __device__ __forceinline__ void compute(int slot, const uint4* qfrag, const float (&qk)[2],
                                           float (&m)[2], float (&l)[2],
                                           float (&o)[D / 8][4]) const {
     const uint8_t* st = ring + slot * G::kStageBytes;
@@ -392,12 +377,12 @@ struct Attend {
           if constexpr (Format == KVQ_FORMAT_NVFP4) {
             if (ks % 4 == 0) {  // a new 16-element group
               const int group = (t * (D / 4) + 4 * s) >> 4;
-              sc = scale_pair<QBf16>(scale_byte<D, G::kGroups>(ksc, d.scale_copy[0], tok, group));
+              sc = scale_pair(scale_byte<D, G::kGroups>(ksc, d.scale_copy[0], tok, group));
             }
           }
           uint32_t b0, b1;
           k_pair(w, ks, sc, b0, b1);
-          mma16816<QBf16>(acc[nt], qfrag[s * 32 + lane], b0, b1);
+          mma16816<kQkBf16>(acc[nt], qfrag[s * 32 + lane], b0, b1);
         }
       }
     }
@@ -408,9 +393,10 @@ struct Attend {
 #pragma unroll
       for (int i = 0; i < 4; ++i) {
         const int tok = nt * 8 + 2 * t + (i & 1);
-        acc[nt][i] = (mask >> tok) & 1u ? acc[nt][i] * qk_scale : -INFINITY;
+        acc[nt][i] = (mask >> tok) & 1u ? acc[nt][i] * qk[i >> 1] : -INFINITY;
       }
     }
+    float alpha[2];
 #pragma unroll
     for (int r = 0; r < 2; ++r) {
       float mx =
@@ -419,7 +405,7 @@ struct Attend {
       mx = fmaxf(mx, __shfl_xor_sync(0xFFFFFFFFu, mx, 2));
       const float m_new = fmaxf(m[r], mx);
       const float m_use = m_new == -INFINITY ? 0.0f : m_new;
-      const float alpha = exp2f(m[r] - m_use);
+      alpha[r] = exp2f(m[r] - m_use);  // exactly 1 when the maximum stays
       m[r] = m_new;
       float sum = 0.0f;
 #pragma unroll
@@ -430,11 +416,16 @@ struct Attend {
           sum += acc[nt][2 * r + i];
         }
       }
-      l[r] = l[r] * alpha + sum;
+      l[r] = l[r] * alpha[r] + sum;
+    }
+    // O is rescaled only when some row's maximum moved: over a long context, rarely.
+    if (__any_sync(0xFFFFFFFFu, alpha[0] != 1.0f || alpha[1] != 1.0f)) {
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
-        o[j][2 * r] *= alpha;
-        o[j][2 * r + 1] *= alpha;
+        o[j][0] *= alpha[0];
+        o[j][1] *= alpha[0];
+        o[j][2] *= alpha[1];
+        o[j][3] *= alpha[1];
       }
     }
 
@@ -477,7 +468,7 @@ struct Attend {
         const int elem = g * (D / 8) + 8 * jb;
         uint32_t sc = 0;
         if constexpr (Format == KVQ_FORMAT_NVFP4) {
-          sc = scale_pair<false>(scale_byte<D, G::kGroups>(vsc, d.scale_copy[1], tok, elem >> 4));
+          sc = scale_pair(scale_byte<D, G::kGroups>(vsc, d.scale_copy[1], tok, elem >> 4));
         }
         v_pairs(st + G::kKData + tok * G::kVStride + elem * G::kBits / 8, sc,
                 ((mask >> tok) & 1u) != 0u, p[i]);
@@ -530,9 +521,41 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   const int head0 = tile * kAttentionHeadsPerTile;
   const int heads = min(kAttentionHeadsPerTile, d.group - head0);
   const int qh0 = kvh * d.group + head0;
-  if (begin >= end) {
+  // Device scales meet the scale rule or the (sequence, kv head) is left out: zeros, counted once.
+  const float k_scale = side_scale(d, 0, kvh), v_scale = side_scale(d, 1, kvh);
+  const bool usable =
+      scale_bits_usable(__float_as_uint(k_scale)) && scale_bits_usable(__float_as_uint(v_scale));
+  if (!usable && split == 0 && tile == 0 && threadIdx.x == 0) {
+    atomicAdd(&d.counters->scales, 1ull);
+  }
+  if (begin >= end || !usable) {
     write_empty(d, D, seq, qh0, heads, split);
     return;
+  }
+
+  auto query = [&](int h, int e) -> uint32_t {
+    return h < heads ? d.query[seq * d.query_stride[0] + (qh0 + h) * d.query_stride[1] +
+                               e * d.query_stride[2]]
+                     : 0u;
+  };
+  // bf16 queries for an f16 QK: head h is multiplied by 2^query_shift(its largest magnitude)
+  // (attention_query_scale.h), exactly; its scores are multiplied back.
+  constexpr bool kToF16 = QBf16 && !Attend<Format, D, QBf16>::kQkBf16;
+  __shared__ float q_scale[kAttentionHeadsPerTile], q_unscale[kAttentionHeadsPerTile];
+  if constexpr (kToF16) {
+    for (int h = warp; h < kAttentionHeadsPerTile; h += kAttentionWarps) {
+      float top = 0.0f;
+      for (int e = lane; e < D; e += 32) {
+        top = fmaxf(top, fabsf(__uint_as_float(query(h, e) << 16)));
+      }
+      for (int o = 16; o > 0; o >>= 1) top = fmaxf(top, __shfl_xor_sync(0xFFFFFFFFu, top, o));
+      const int shift = query_shift(top);
+      if (lane == 0) {
+        q_scale[h] = pow2(shift);
+        q_unscale[h] = pow2(-shift);
+      }
+    }
+    __syncthreads();
   }
 
   // Q fragments in shared memory, in the order the mma's A operand takes them.
@@ -541,9 +564,11 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     const int s = i >> 5, l = i & 31, g = l >> 2, t = l & 3;
     const int base = t * (D / 4) + 4 * s;
     auto q = [&](int h, int e) -> uint32_t {
-      return h < heads ? d.query[seq * d.query_stride[0] + (qh0 + h) * d.query_stride[1] +
-                                 e * d.query_stride[2]]
-                       : 0u;
+      const uint32_t bits = query(h, e);
+      if constexpr (kToF16) {
+        return __half_as_ushort(__float2half_rn(__uint_as_float(bits << 16) * q_scale[h]));
+      }
+      return bits;
     };
     qfrag[i] = make_uint4(
         q(g, base) | (q(g, base + 1) << 16), q(g + 8, base) | (q(g + 8, base + 1) << 16),
@@ -561,7 +586,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
                              tile,
                              begin,
                              end};
-  const float qk_scale = side_scale(d, 0, kvh) * d.softmax_scale_log2;
+  const float qk_scale = k_scale * d.softmax_scale_log2;
+  const float qk[2] = {kToF16 ? qk_scale * q_unscale[lane >> 2] : qk_scale,
+                       kToF16 ? qk_scale * q_unscale[(lane >> 2) + 8] : qk_scale};
   const int tiles = (end - begin + 15) / 16;
   const int mine = tiles > warp ? (tiles - warp + kAttentionWarps - 1) / kAttentionWarps : 0;
 
@@ -570,18 +597,29 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
+  // Tile k of this warp is the CTA's tile warp + 4 k; `next` holds the table entry of the next
+  // one to issue.
+  int next = mine > 0 ? a.table_entry(warp) : 0;
 #pragma unroll
   for (int k = 0; k < G::kStages - 1; ++k) {
-    if (k < mine) a.issue(warp + k * kAttentionWarps, k);
+    if (k < mine) {
+      const int id = next;
+      next = a.table_entry(warp + (k + 1) * kAttentionWarps);
+      a.issue(warp + k * kAttentionWarps, k, id);
+    }
     commit_group();
   }
   for (int k = 0; k < mine; ++k) {
     const int ahead = k + G::kStages - 1;
-    if (ahead < mine) a.issue(warp + ahead * kAttentionWarps, ahead % G::kStages);
+    if (ahead < mine) {
+      const int id = next;
+      next = a.table_entry(warp + (ahead + 1) * kAttentionWarps);
+      a.issue(warp + ahead * kAttentionWarps, ahead % G::kStages, id);
+    }
     commit_group();
     wait_group<G::kStages - 1>();
     __syncwarp();
-    a.compute(k % G::kStages, qfrag, qk_scale, m, l, o);
+    a.compute(k % G::kStages, qfrag, qk, m, l, o);
     __syncwarp();
   }
   wait_group<0>();
@@ -615,7 +653,6 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   }
   __syncthreads();
 
-  const float v_scale = side_scale(d, 1, kvh);
   for (int i = threadIdx.x; i < heads * D; i += kThreads) {
     const int h = i / D, e = i % D;
     float top = -INFINITY;

@@ -2,6 +2,7 @@
 // pages written and read by CUDA kernels on Hopper (sm_90a, software E2M1) and Blackwell
 // (sm_100a, hardware E2M1), behind the C boundary (kvq/abi/plugin.h). The objects are the static
 // library's, which the tests link.
+#include <cstddef>
 #include <memory>
 #include <string>
 #include <vector>
@@ -62,6 +63,9 @@ class Attention {
     if (Status s = impl_->take_out_of_range(&c); !s) return s;
     counts->block_ids = c.block_ids;
     counts->seq_lens = c.seq_lens;
+    if (counts->struct_size >= offsetof(kvq_attention_counts, scales) + sizeof(counts->scales)) {
+      counts->scales = c.scales;
+    }
     return Status::ok();
   }
 

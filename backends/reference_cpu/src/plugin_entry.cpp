@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <string>
 #include <thread>
 
@@ -57,8 +58,11 @@ class Attention {
     return catch_as_status([&] { throw_if_error(impl_.attend_checked(to_attention_args(a))); });
   }
   Status take_out_of_range(kvq_attention_counts* counts) {
-    counts->block_ids = 0;
+    counts->block_ids = 0;  // the host checks every value before an attend: nothing is skipped
     counts->seq_lens = 0;
+    if (counts->struct_size >= offsetof(kvq_attention_counts, scales) + sizeof(counts->scales)) {
+      counts->scales = 0;
+    }
     return Status::ok();
   }
 

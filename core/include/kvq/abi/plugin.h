@@ -250,12 +250,17 @@ typedef struct kvq_attention_args {
 
 /* Device-side values attend() skipped since the last take (the host checks host-side values
  * before the call instead): block ids outside [0, num_blocks) named by a token < seq_len (the
- * page's tokens are left out of the softmax; counted once per table entry), and seq_lens < 0 or
- * past the block table (the sequence's output is zeros; counted once per sequence). */
+ * page's tokens are left out of the softmax; counted once per table entry), seq_lens < 0 or
+ * past the block table (the sequence's output is zeros; counted once per sequence), and device
+ * scales (k_scale_ptr / v_scale_ptr or a head's k_head_scales / v_head_scales entry) outside the
+ * scale rule (kvq/core/scale_rule.h: the (sequence, kv head)'s query heads get zeros; counted
+ * once per sequence and kv head). `scales` was appended in ABI 2.3: a plugin fills it only when
+ * struct_size covers it. */
 typedef struct kvq_attention_counts {
   uint32_t struct_size;
   int64_t block_ids;
   int64_t seq_lens;
+  int64_t scales;
 } kvq_attention_counts;
 
 typedef struct kvq_attention kvq_attention;

@@ -35,6 +35,8 @@ struct AttentionOutOfRange {
   int64_t block_ids = 0;  // table entries outside [0, num_blocks) that a token < seq_len named
   int64_t seq_lens = 0;   // sequences whose seq_len was < 0 or past max_blocks_per_seq x
                           // block_size (their output is zeros)
+  int64_t scales = 0;     // (sequence, kv head) pairs whose device K or V scale broke the scale
+                          // rule (kvq/core/scale_rule.h; their query heads' output is zeros)
 };
 
 // Rules as for writers and readers: attend() may be called from several threads at once; on a
