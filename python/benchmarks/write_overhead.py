@@ -80,14 +80,39 @@ def main() -> int:
     wid = kops.register(writer)
     op = torch.ops.kvq.write
     py_op = per_call_us(lambda: op(key, value, cache, slots, 1.0, 1.0, wid), a.iters, sync)
+    # Where the Python time goes: each step of Writer.write alone, same tensors.
+    from kvq import _tensors
+
+    torch_tensor = _tensors.torch_tensor_type()
+    nothing = lambda: None  # noqa: E731
+    steps = {
+        "loop_and_lambda_us": nothing,
+        "ctypes_trivial_call_us": _capi.lib.kvq_capi_version,
+        "current_stream_us": lambda: _tensors.torch_current_stream(0),
+        "isinstance_us": lambda: isinstance(key, torch_tensor),
+        "torch_words_one_tensor_us": lambda: _tensors.torch_words(key, []),
+        "data_ptr_us": key.data_ptr,
+        "shape_us": lambda: key.shape,
+        "stride_us": key.stride,
+        "dtype_us": lambda: key.dtype,
+        "is_cuda_us": lambda: key.is_cuda,
+        "get_device_us": key.get_device,
+        "pack_us": lambda: _tensors.pack(list(range(len(words) >> 3))),
+        "describe_four_tensors_us": lambda: describe(
+            (key, value, cache, slots), ("key", "value", "cache", "slots"),
+            (False, False, True, False), None),
+    }
+    breakdown = {name: per_call_us(fn, a.iters, nothing) for name, fn in steps.items()}
     result = {
         "device": torch.cuda.get_device_name(0), "backend": writer.backend,
         "python": sys.version.split()[0], "torch": torch.__version__, "tokens": a.tokens,
         "cpp_call_us": cpp, "python_write_us": py, "python_over_cpp_us": py - cpp,
         "python_write_tensor_scales_us": py_ts, "torch_ops_kvq_write_us": py_op,
+        "breakdown": breakdown,
     }
-    for k, v in result.items():
-        print(f"{k:32} {v:.3f}" if isinstance(v, float) else f"{k:32} {v}")
+    for k, v in {**result, **breakdown}.items():
+        if k != "breakdown":
+            print(f"{k:32} {v:.3f}" if isinstance(v, float) else f"{k:32} {v}")
     if a.json:
         with open(a.json, "w") as f:
             json.dump(result, f, indent=1)
