@@ -285,7 +285,7 @@ TEST_F(DemoTest, UnknownDemoKeyExits2) {
   EXPECT_EQ(r.err, "kvq-demo: " + data("demo_unknown_key.yaml").string() +
                        ":11:3: demo.max_batches: unknown key 'max_batches' in 'demo': expected "
                        "one of sequences, max_batch, prompt_tokens, decode_tokens, "
-                       "query_heads_per_kv_head, seed\n");
+                       "query_heads_per_kv_head, seed, gpu_attention_check_every\n");
 }
 
 TEST_F(DemoTest, DemoThatCannotFitExits2) {
