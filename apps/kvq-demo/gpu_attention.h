@@ -51,7 +51,8 @@ class GpuAttention {
   // One attention per shard of `cache`, made by `backend` from `options` (the whole cache's) with
   // the shard's heads on the shard's device, and buffers on that device, allocated once for up to
   // `max_seqs` sequences of up to `max_blocks` pages with `group` query heads per KV head: query
-  // (bf16), output (f32), block tables, seq_lens and the workspace of the largest call.
+  // (bf16), output (f32), block tables, seq_lens and the workspace the largest call asks for
+  // (grown by attend() when a smaller call asks for more: a split plan may).
   // Throws kvq::Error: the backend's refusal of the cache or shape (invalid_argument, e.g. cuda
   // for a head_size its kernels are not built for, or more than 65535 sequences), a failed
   // allocation, or internal when an attention is not on its shard's device.
@@ -60,10 +61,11 @@ class GpuAttention {
 
   // One step over tables.num_seqs sequences: query [S, H * group, D] bf16 bits on the host. Stages
   // each shard's slice of the query (its heads' query heads), the tables and seq_lens on the
-  // shard's device and synchronizes, then issues every shard's attend before synchronizing any
-  // (shards on different devices run at once) and synchronizes them in order. Returns the seconds
-  // from the first issue to the last synchronize. Throws kvq::Error: runtime for a failure of the
-  // device (a CUDA error), internal for a call the attention refuses (the demo built it wrong).
+  // shard's device (growing the workspace if this shape needs more) and synchronizes, then issues
+  // every shard's attend before synchronizing any (shards on different devices run at once) and
+  // synchronizes them in order. Returns the seconds from the first issue to the last synchronize.
+  // Throws kvq::Error: runtime for a failure of the device (a CUDA error), internal for a call the
+  // attention refuses (the demo built it wrong).
   double attend(const uint16_t* query, const StepTables& tables);
 
   // The last attend's output, [S, H * group, D] f32 on the host, gathered from the shards.
@@ -85,13 +87,13 @@ class GpuAttention {
     int64_t num_heads = 0;
     std::shared_ptr<DeviceRuntime> runtime;
     std::shared_ptr<KVCacheAttention> attention;
-    void* cache = nullptr;  // the shard's cache, owned by the ShardedCache
-    uint64_t workspace_bytes = 0;
-    DeviceBuffer query;         // [max_seqs, num_heads * group, D] bf16
-    DeviceBuffer output;        // [max_seqs, num_heads * group, D] f32
-    DeviceBuffer block_tables;  // [max_seqs * max_blocks] i32
-    DeviceBuffer seq_lens;      // [max_seqs] i32
-    DeviceBuffer workspace;     // workspace_bytes (none when 0)
+    void* cache = nullptr;         // the shard's cache, owned by the ShardedCache
+    uint64_t workspace_bytes = 0;  // of `workspace`: the most any call so far asked for
+    DeviceBuffer query;            // [max_seqs, num_heads * group, D] bf16
+    DeviceBuffer output;           // [max_seqs, num_heads * group, D] f32
+    DeviceBuffer block_tables;     // [max_seqs * max_blocks] i32
+    DeviceBuffer seq_lens;         // [max_seqs] i32
+    DeviceBuffer workspace;        // workspace_bytes (none while 0)
   };
 
   int64_t group_ = 1, head_size_ = 0, num_q_heads_ = 0;  // num_q_heads_: over every shard

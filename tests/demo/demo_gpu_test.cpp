@@ -223,6 +223,18 @@ TEST_F(DemoGpuTest, AttentionInShardsCheckedOnEveryStep) {
       << r.out;
 }
 
+// Long sequences (32 KV heads, prompts of 4096..8192 tokens, 8 at once): a full batch may fill
+// the GPU without splitting while the last sequences, decoding alone, are split (and need a
+// workspace the full batch did not), so the attention's workspace grows during the run.
+TEST_F(DemoGpuTest, LongSequencesAttendOnTheGpu) {
+  const Outcome r = run({"--config", data("demo_tp_large.yaml").string(), "--backend", "cuda",
+                         "--json", (dir_ / "large.json").string()});
+  if (no_cuda_device(r)) KVQ_NO_CUDA_DEVICE(r.err);
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::cout << r.out;
+  expect_gpu_attention(read("large.json"), 1, 16);
+}
+
 // A head_size cuda's attention kernels are not built for: the writes and the host attention run,
 // and the report says why the GPU attention did not.
 TEST_F(DemoGpuTest, AHeadSizeTheAttentionRefusesIsReported) {
