@@ -32,6 +32,7 @@ demo:
   decode_tokens: [32, 256]   # tokens decoded after the prompt
   query_heads_per_kv_head: 4 # GQA group size
   seed: 1234
+  gpu_attention_check_every: 16 # GPU backends: its attention vs f32 on 1 decode step in 16
 )";
 
 }  // namespace kvq::demo

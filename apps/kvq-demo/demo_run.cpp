@@ -18,6 +18,7 @@
 
 #include "attention.h"
 #include "cache_content.h"
+#include "gpu_attention.h"
 #include "interrupt.h"
 #include "kv_generator.h"
 #include "kvq/core/logging.h"
@@ -115,6 +116,7 @@ class DemoRun {
     } else {
       open_cache(opened, shards, max_write, max_read);
     }
+    open_gpu_attention(opened, max_read);
     if (options_.verify) {
       // The same shards on the CPU: shard by shard, the same pages.
       Backend reference = opened.registry.select("reference_cpu");
@@ -193,6 +195,7 @@ class DemoRun {
         }
       }
       write(batch_key.data(), batch_value.data(), w.slots.data(), spec_.max_batch, false);
+      if (gpu_) attend_on_gpu(w, result_.decode_writes);
       result_.tokens_written += w.tokens;
       result_.padding_slots += spec_.max_batch - w.tokens;
       ++result_.decode_writes;
@@ -220,6 +223,7 @@ class DemoRun {
                               "mappings are wrong",
                               skipped));
     }
+    if (gpu_) finish_gpu_attention();
     if (reference_) verify();
     fill_shards();
     if (timeline_) result_.timeline = timeline_->result();
@@ -294,6 +298,123 @@ class DemoRun {
                               fmt::join(same, ","), devices.front().index),
                   e.key());
     }
+  }
+
+  // Decode attention on the GPU when the backend has attention and every shard is on a CUDA
+  // device; otherwise the result says why not (the host attention of check_sequence runs in
+  // every case). A cache or shape the backend's attention refuses (invalid_argument: a head_size
+  // its kernels are not built for, more sequences than its grid takes) is such a reason too;
+  // any other failure is the run's.
+  void open_gpu_attention(const OpenedBackend& opened, int64_t max_read) {
+    GpuAttentionResult& g = result_.gpu_attention;
+    const std::string& name = opened.backend.info().name;
+    if (!opened.backend.has_attention()) {
+      g.reason = fmt::format("backend {} has no decode attention", name);
+      return;
+    }
+    // The same words for any number of shards on the host (the JSON must not depend on it).
+    int64_t on_gpus = 0;
+    for (int64_t s = 0; s < cache_->num_shards(); ++s) on_gpus += cache_->device(s).is_cuda();
+    for (int64_t s = 0; s < cache_->num_shards(); ++s) {
+      const Device d = cache_->device(s);
+      if (d.is_cuda()) continue;
+      g.reason = on_gpus == 0 ? fmt::format("backend {} has no GPU attention (it runs on {})", name,
+                                            to_string(d))
+                              : fmt::format("shard {} is on {}, not on a GPU", s, to_string(d));
+      return;
+    }
+    const int64_t max_blocks = (max_read + cfg_.cache.block_size - 1) / cfg_.cache.block_size;
+    try {
+      gpu_.emplace(opened.backend, opened.options, *cache_, spec_.query_heads_per_kv_head,
+                   spec_.max_batch, max_blocks);
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::invalid_argument) throw;
+      g.reason = fmt::format("backend {}'s attention refuses this run: {}", name, e.what());
+      return;
+    }
+    g.ran = true;
+    g.check_every = spec_.gpu_attention_check_every;
+  }
+
+  // After a decode step's write: the backend's attention over the sequences the step wrote, each
+  // with a fresh query per query head at the position of the token it just wrote, timed; on the
+  // checked steps (demo.gpu_attention_check_every) its output against f32 attention on the
+  // original rows of the same tokens.
+  void attend_on_gpu(const DecodeWrite& w, int64_t step) {
+    step_sequences_.clear();
+    for (std::size_t r = 0; r < w.sequence.size(); ++r) {
+      if (w.sequence[r] < 0) continue;
+      const Sequence& s = scheduler_->sequence(w.sequence[r]);
+      if (s.length != w.position[r] + 1) {
+        throw Error(ErrorCode::internal,
+                    fmt::format("sequence {} holds {} tokens after writing position {}", s.id,
+                                s.length, w.position[r]));
+      }
+      step_sequences_.push_back(&s);
+    }
+    if (step_sequences_.empty()) return;
+    const StepTables tables = build_step_tables(step_sequences_, cfg_.cache.block_size);
+    const int64_t group = spec_.query_heads_per_kv_head;
+    const auto q_row = static_cast<std::size_t>(heads_ * group * dim_);
+    const std::size_t n = step_sequences_.size();
+    step_query_.resize(n * q_row);
+    step_query_bf16_.resize(n * q_row);
+    for (std::size_t i = 0; i < n; ++i) {
+      const Sequence& s = *step_sequences_[i];
+      generator_.queries(s.id, s.length - 1, group, step_query_.data() + i * q_row);
+    }
+    // The kernel takes a bf16 query; the reference attends with the same values.
+    for (std::size_t i = 0; i < step_query_.size(); ++i) {
+      step_query_bf16_[i] = bf16_from_float(step_query_[i]);
+      step_query_[i] = bf16_to_float(step_query_bf16_[i]);
+    }
+
+    GpuAttentionResult& g = result_.gpu_attention;
+    const double seconds = gpu_->attend(step_query_bf16_.data(), tables);
+    gpu_step_seconds_.push_back(seconds);
+    g.seconds += seconds;
+    g.bytes += gpu_->bytes(tables);
+    ++g.steps;
+    g.calls += gpu_->num_shards();
+    if (!is_checked_step(step, spec_.gpu_attention_check_every)) return;
+
+    step_output_.resize(n * q_row);
+    gpu_->output(step_output_.data());
+    out_ref_.resize(q_row);
+    for (std::size_t i = 0; i < n; ++i) {
+      throw_if_interrupted();
+      const Sequence& s = *step_sequences_[i];
+      const Originals& o = originals_.at(s.id);
+      const auto e = static_cast<std::size_t>(s.length * row_);
+      orig_key_.resize(e);
+      orig_value_.resize(e);
+      for (std::size_t k = 0; k < e; ++k) {
+        orig_key_[k] = bf16_to_float(o.key[k]);
+        orig_value_[k] = bf16_to_float(o.value[k]);
+      }
+      gqa_decode_attention(AttentionShape{s.length, heads_, dim_, group},
+                           step_query_.data() + i * q_row, orig_key_.data(), orig_value_.data(),
+                           out_ref_.data());
+      gpu_stats_.add(out_ref_.data(), step_output_.data() + i * q_row, static_cast<int64_t>(q_row));
+    }
+    ++g.checked_steps;
+    g.checked_queries += static_cast<int64_t>(n) * heads_ * group;
+  }
+
+  // The GPU attention's numbers; its device-side tables must all have been in range.
+  void finish_gpu_attention() {
+    const AttentionOutOfRange skipped = gpu_->take_out_of_range();
+    if (skipped.block_ids != 0 || skipped.seq_lens != 0) {
+      throw Error(ErrorCode::runtime,
+                  fmt::format("GPU attention skipped {} block ids outside the cache and {} "
+                              "seq_lens past the block table: the demo's tables are wrong",
+                              skipped.block_ids, skipped.seq_lens));
+    }
+    GpuAttentionResult& g = result_.gpu_attention;
+    g.us_per_step_median = median(gpu_step_seconds_) * 1e6;
+    g.gb_per_s = g.seconds > 0 ? static_cast<double>(g.bytes) / g.seconds / 1e9 : 0.0;
+    g.rel_error = gpu_stats_.rel_l2();
+    g.cosine = gpu_stats_.cosine();
   }
 
   void write(const uint16_t* key, const uint16_t* value, const int64_t* slots, int64_t tokens,
@@ -471,13 +592,18 @@ class DemoRun {
   std::optional<SequenceScheduler> scheduler_;
   std::optional<ShardedCache> cache_;
   std::optional<ShardedCache> reference_;
+  std::optional<GpuAttention> gpu_;  // when the attention runs on the GPU (open_gpu_attention)
   std::optional<TimelineRecorder> timeline_;
   std::vector<ShardWriteTimes> times_;
   std::map<int64_t, Originals> originals_;
-  ErrorStats k_stats_, v_stats_, attention_stats_;
+  ErrorStats k_stats_, v_stats_, attention_stats_, gpu_stats_;
+  std::vector<double> gpu_step_seconds_;
   DemoResult result_;
   // Scratch reused across sequences.
   std::vector<float> read_key_, read_value_, orig_key_, orig_value_, query_, out_ref_, out_test_;
+  std::vector<const Sequence*> step_sequences_;
+  std::vector<float> step_query_, step_output_;
+  std::vector<uint16_t> step_query_bf16_;
 };
 
 }  // namespace

@@ -8,7 +8,7 @@ namespace kvq::demo {
 
 DemoSpec parse_demo_section(const ConfigSection& s) {
   s.only_keys({"sequences", "max_batch", "prompt_tokens", "decode_tokens",
-               "query_heads_per_kv_head", "seed"});
+               "query_heads_per_kv_head", "seed", "gpu_attention_check_every"});
   DemoSpec d;
   constexpr int64_t kMaxTokens = 1 << 24;
   if (s.has("sequences")) d.sequences = s.integer("sequences", 1, 1 << 20);
@@ -20,6 +20,10 @@ DemoSpec parse_demo_section(const ConfigSection& s) {
   }
   if (s.has("seed")) {
     d.seed = static_cast<uint64_t>(s.integer("seed", 0, std::numeric_limits<int64_t>::max()));
+  }
+  if (s.has("gpu_attention_check_every")) {
+    d.gpu_attention_check_every =
+        s.integer("gpu_attention_check_every", 1, kMaxGpuAttentionCheckEvery);
   }
   if (const std::string problem = demo_fit_problem(d, s.config().cache); !problem.empty()) {
     s.fail("prompt_tokens", problem);

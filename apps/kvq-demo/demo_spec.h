@@ -20,7 +20,13 @@ struct DemoSpec {
   std::array<int64_t, 2> decode_tokens{16, 96};
   int64_t query_heads_per_kv_head = 4;  // GQA group size
   uint64_t seed = 1234;
+  // On a GPU backend with attention: every this many decode steps (the 1st, the N+1th, ...), the
+  // GPU attention's output is compared with f32 attention on the original rows.
+  int64_t gpu_attention_check_every = 16;
 };
+
+// The largest demo.gpu_attention_check_every.
+inline constexpr int64_t kMaxGpuAttentionCheckEvery = int64_t{1} << 30;
 
 // The section's name in the config.
 inline constexpr const char* kDemoSection = "demo";

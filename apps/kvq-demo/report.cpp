@@ -72,6 +72,25 @@ void print_report(std::ostream& out, const DemoResult& r) {
                    "and sequence, GQA {}:1), f32 attention on dequantized vs original K/V",
                    r.attention_rel_error, r.attention_cosine, r.attention_queries,
                    r.query_heads_per_kv_head));
+  const GpuAttentionResult& g = r.gpu_attention;
+  if (!g.ran) {
+    line("gpu attention",
+         fmt::format("none: {}; attention is measured on the host only (above)", g.reason));
+  } else {
+    const int64_t shards = g.steps > 0 ? g.calls / g.steps : 0;
+    line("gpu attention",
+         fmt::format("{} calls{}, {:.1f} us per step (median), {:.3f} GB/s, rel error {:.4f}, "
+                     "cosine {:.6f} over {} sampled steps ({} queries, {}): the backend's "
+                     "attention on the cache after each decode write vs f32 attention on the "
+                     "original K/V",
+                     g.calls,
+                     shards > 1 ? fmt::format(" ({} decode steps x {} shards)", g.steps, shards)
+                                : std::string(),
+                     g.us_per_step_median, g.gb_per_s, g.rel_error, g.cosine, g.checked_steps,
+                     g.checked_queries,
+                     g.check_every == 1 ? std::string("every step")
+                                        : fmt::format("1 step in {}", g.check_every)));
+  }
   line("throughput", fmt::format("{}tokens/s, {:.3f} GB/s of bf16 K/V input ({:.3f} s in writes)",
                                  si(r.write_tokens_per_s), r.write_gb_per_s, r.write_seconds));
   line("wall time", fmt::format("{:.2f} s", r.wall_s));
@@ -128,6 +147,23 @@ nlohmann::ordered_json to_json(const DemoResult& r) {
   j["attention_rel_error"] = r.attention_rel_error;
   j["attention_cosine"] = r.attention_cosine;
   j["attention_queries"] = r.attention_queries;
+  const GpuAttentionResult& g = r.gpu_attention;
+  j["gpu_attention"] = g.ran;
+  if (!g.ran) {
+    j["gpu_attention_reason"] = g.reason;
+  } else {
+    j["gpu_attention_steps"] = g.steps;
+    j["gpu_attention_calls"] = g.calls;
+    j["gpu_attention_us_per_step"] = g.us_per_step_median;
+    j["gpu_attention_seconds"] = g.seconds;
+    j["gpu_attention_bytes"] = g.bytes;
+    j["gpu_attention_gb_per_s"] = g.gb_per_s;
+    j["gpu_attention_check_every"] = g.check_every;
+    j["gpu_attention_checked_steps"] = g.checked_steps;
+    j["gpu_attention_checked_queries"] = g.checked_queries;
+    j["gpu_attention_rel_error"] = g.rel_error;
+    j["gpu_attention_cosine"] = g.cosine;
+  }
   j["write_tokens_per_s"] = r.write_tokens_per_s;
   j["write_gb_per_s"] = r.write_gb_per_s;
   j["write_seconds"] = r.write_seconds;

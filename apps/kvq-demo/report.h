@@ -56,6 +56,25 @@ struct TimelineResult {
   std::vector<TimelineWrite> largest;  // the largest writes, in the order written
 };
 
+// Decode attention on the GPU (gpu_attention.h): after each decode step's write, the backend's
+// attention over the sequences the step wrote. Runs on a backend with attention whose shards are
+// all on CUDA devices; otherwise `reason` says why not (attention is then measured on the host
+// only: DemoResult::attention_*).
+struct GpuAttentionResult {
+  bool ran = false;
+  std::string reason;                // when it did not run, why not
+  int64_t steps = 0;                 // decode steps attended
+  int64_t calls = 0;                 // attend() calls: steps x shards
+  double us_per_step_median = 0;     // per step: first issue to last synchronize
+  double seconds = 0;                // summed over the steps
+  uint64_t bytes = 0;                // summed over the steps (gpu_attention.h, attention_bytes)
+  double gb_per_s = 0;               // bytes / seconds, 1e9 bytes
+  int64_t check_every = 0;           // demo.gpu_attention_check_every
+  int64_t checked_steps = 0;         // steps whose output was compared
+  int64_t checked_queries = 0;       // query heads x sequences over those steps
+  double rel_error = 0, cosine = 0;  // GPU output vs f32 attention on the original rows
+};
+
 struct DemoResult {
   // Where it ran.
   std::string backend;
@@ -89,6 +108,7 @@ struct DemoResult {
   double k_rel_error = 0, v_rel_error = 0;
   double attention_rel_error = 0, attention_cosine = 0;
   int64_t attention_queries = 0;  // query heads x sequences
+  GpuAttentionResult gpu_attention;
   // Speed.
   double write_seconds = 0;  // writes only, each synchronized
   double write_tokens_per_s = 0;
@@ -108,8 +128,10 @@ void print_report(std::ostream& out, const DemoResult& r);
 // The keys of issue 8 (backend, device, tokens_written, pages_used, pages_total,
 // bytes_per_token, bytes_per_token_bf16, compression_vs_bf16, k_rel_error, v_rel_error,
 // attention_rel_error, attention_cosine, write_tokens_per_s, write_gb_per_s, wall_s), plus
-// blocks_leaked, verify_differing_bytes with --verify, cache_fnv1a64, shards (per shard: device,
-// device_name, kv_heads [begin, end), pages_used, page_bytes, bytes_used, cache_bytes,
+// gpu_attention (true or false) with gpu_attention_reason when false and the GPU attention's
+// numbers (gpu_attention_calls, ..._us_per_step, ..._gb_per_s, ..._rel_error, ..._cosine, ...)
+// when true, blocks_leaked, verify_differing_bytes with --verify, cache_fnv1a64, shards (per shard:
+// device, device_name, kv_heads [begin, end), pages_used, page_bytes, bytes_used, cache_bytes,
 // head_fnv1a64), and timeline with --timeline.
 nlohmann::ordered_json to_json(const DemoResult& r);
 

@@ -53,6 +53,10 @@ class ShardedCache {
   int64_t num_heads(int64_t shard) const { return at(shard).num_heads; }
   Device device(int64_t shard) const { return at(shard).runtime->device(); }
   std::string device_name(int64_t shard) const { return at(shard).runtime->device_name(); }
+  // Shard s's runtime (its device and stream) and its cache's memory on that device, for the
+  // backend's attention over the shard's pages (gpu_attention.h).
+  const std::shared_ptr<DeviceRuntime>& runtime(int64_t shard) const { return at(shard).runtime; }
+  void* cache_data(int64_t shard) const { return at(shard).cache.data(); }
   // Shard s's whole cache, [num_blocks, page_bytes] bytes, copied to the host.
   std::vector<uint8_t> cache_bytes(int64_t shard) const;
   const PageLayout& layout(int64_t shard) const;

@@ -54,6 +54,8 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
                                          "attention_rel_error",
                                          "attention_cosine",
                                          "attention_queries",
+                                         "gpu_attention",
+                                         "gpu_attention_reason",
                                          "write_tokens_per_s",
                                          "write_gb_per_s",
                                          "write_seconds",
@@ -92,6 +94,10 @@ TEST_F(DemoTest, TinyConfigJsonHasTheIssuesKeysAndSaneValues) {
   EXPECT_GT(j["attention_cosine"].get<double>(), 0.99);
   EXPECT_LT(j["attention_rel_error"].get<double>(), 0.15);
   EXPECT_GT(j["attention_rel_error"].get<double>(), 0.0);
+  // reference_cpu's attention is the host's: no GPU attention, and the JSON says why.
+  EXPECT_EQ(j["gpu_attention"], false);
+  EXPECT_EQ(j["gpu_attention_reason"],
+            "backend reference_cpu has no GPU attention (it runs on cpu)");
   // Every allocated block was freed or is owned by exactly one live sequence.
   EXPECT_EQ(j["blocks_leaked"], 0);
   EXPECT_EQ(j["pages_total"], 48);
@@ -153,7 +159,9 @@ TEST_F(DemoTest, ReportShowsWhatTheIssueAsks) {
                              "of 48 in use at the peak", "0 leaked",
                              "576 bytes per token in NVFP4 vs 2048 in bf16: "
                              "3.56x smaller",
-                             "K rel L2 error 0.", "cosine 0.99", "tokens/s", "GB/s", "wall time"}) {
+                             "K rel L2 error 0.", "cosine 0.99", "tokens/s", "GB/s", "wall time",
+                             "  gpu attention none: backend reference_cpu has no GPU attention (it "
+                             "runs on cpu); attention is measured on the host only (above)\n"}) {
     EXPECT_NE(r.out.find(needle), std::string::npos) << "no '" << needle << "' in:\n" << r.out;
   }
   // stderr is not a terminal here: plain progress lines, no carriage returns.
@@ -285,7 +293,7 @@ TEST_F(DemoTest, UnknownDemoKeyExits2) {
   EXPECT_EQ(r.err, "kvq-demo: " + data("demo_unknown_key.yaml").string() +
                        ":11:3: demo.max_batches: unknown key 'max_batches' in 'demo': expected "
                        "one of sequences, max_batch, prompt_tokens, decode_tokens, "
-                       "query_heads_per_kv_head, seed\n");
+                       "query_heads_per_kv_head, seed, gpu_attention_check_every\n");
 }
 
 TEST_F(DemoTest, DemoThatCannotFitExits2) {

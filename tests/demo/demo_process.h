@@ -127,17 +127,26 @@ inline json without_timings(json j) {
   j.erase("write_seconds");
   j.erase("write_gb_per_s");
   j.erase("wall_s");
+  j.erase("gpu_attention_us_per_step");
+  j.erase("gpu_attention_seconds");
+  j.erase("gpu_attention_gb_per_s");
   return j;
 }
 
 // Everything that must not depend on --tensor-parallel: all but the timings, the shards array,
 // the timeline and the device line (it names every device the shards use; each shard's own is in
-// the shards array).
+// the shards array), and the GPU attention's calls (one per shard per step), bytes (every shard
+// reads the tables) and errors (a GPU attention's kernel may split its work by the shard's head
+// count, which changes the f32 rounding: compare those with a tolerance).
 inline json without_sharding(json j) {
   j = without_timings(std::move(j));
   j.erase("shards");
   j.erase("timeline");
   j.erase("device");
+  j.erase("gpu_attention_calls");
+  j.erase("gpu_attention_bytes");
+  j.erase("gpu_attention_rel_error");
+  j.erase("gpu_attention_cosine");
   return j;
 }
 

@@ -28,7 +28,7 @@ TEST(DemoSpec, ParsesEveryKey) {
       "cache: {format: nvfp4, num_blocks: 1024, block_size: 16, num_kv_heads: 8, head_size: "
       "128}\n"
       "demo:\n  sequences: 5\n  max_batch: 2\n  prompt_tokens: [10, 20]\n  decode_tokens: [0, 8]\n"
-      "  query_heads_per_kv_head: 8\n  seed: 7\n");
+      "  query_heads_per_kv_head: 8\n  seed: 7\n  gpu_attention_check_every: 3\n");
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->sequences, 5);
   EXPECT_EQ(d->max_batch, 2);
@@ -36,6 +36,16 @@ TEST(DemoSpec, ParsesEveryKey) {
   EXPECT_EQ(d->decode_tokens[0], 0);
   EXPECT_EQ(d->query_heads_per_kv_head, 8);
   EXPECT_EQ(d->seed, 7u);
+  EXPECT_EQ(d->gpu_attention_check_every, 3);
+}
+
+// A GPU attention's output is compared on 1 decode step in 16 unless the section says otherwise.
+TEST(DemoSpec, ChecksOneGpuAttentionStepIn16ByDefault) {
+  EXPECT_EQ(DemoSpec{}.gpu_attention_check_every, 16);
+  const std::optional<DemoSpec> d =
+      parse(kCache + "demo: {seed: 3, prompt_tokens: [1, 16], decode_tokens: [0, 16]}\n");
+  ASSERT_TRUE(d.has_value());
+  EXPECT_EQ(d->gpu_attention_check_every, 16);
 }
 
 TEST(DemoSpec, AbsentWithoutASection) {
@@ -60,10 +70,18 @@ TEST(DemoSpec, TakesSeedZeroAndNoDecode) {
 TEST(DemoSpec, TakesTheTopOfItsRanges) {
   const std::optional<DemoSpec> d = parse(kCache +
                                           "demo: {prompt_tokens: [1, 16], decode_tokens: [0, 16], "
-                                          "query_heads_per_kv_head: 1024, max_batch: 65536}\n");
+                                          "query_heads_per_kv_head: 1024, max_batch: 65536, "
+                                          "gpu_attention_check_every: 1073741824}\n");
   ASSERT_TRUE(d.has_value());
   EXPECT_EQ(d->query_heads_per_kv_head, 1024);
   EXPECT_EQ(d->max_batch, 65536);
+  EXPECT_EQ(d->gpu_attention_check_every, kMaxGpuAttentionCheckEvery);
+  // And the bottom: every step.
+  const std::optional<DemoSpec> every = parse(
+      kCache +
+      "demo: {gpu_attention_check_every: 1, prompt_tokens: [1, 16], decode_tokens: [0, 16]}\n");
+  ASSERT_TRUE(every.has_value());
+  EXPECT_EQ(every->gpu_attention_check_every, 1);
 }
 
 TEST(DemoSpec, FitsItsLongestSequence) {
@@ -107,6 +125,13 @@ std::vector<Malformed> malformed_cases() {
        "demo.max_batch: expected an integer in [1, 65536], found 0"},
       {"demo_gqa_too_large", kCacheHead + kGeometry + "demo:\n  query_heads_per_kv_head: 1025\n", 8,
        28, "demo.query_heads_per_kv_head: expected an integer in [1, 1024], found 1025"},
+      // A period of 0 would never check (and divide by zero); above 2^30 is refused too.
+      {"demo_check_every_zero", kCacheHead + kGeometry + "demo:\n  gpu_attention_check_every: 0\n",
+       8, 30, "demo.gpu_attention_check_every: expected an integer in [1, 1073741824], found 0"},
+      {"demo_check_every_too_large",
+       kCacheHead + kGeometry + "demo:\n  gpu_attention_check_every: 1073741825\n", 8, 30,
+       "demo.gpu_attention_check_every: expected an integer in [1, 1073741824], found "
+       "1073741825"},
       {"demo_range_too_long", kCacheHead + kGeometry + "demo:\n  prompt_tokens: [1, 16777217]\n", 8,
        22, "demo.prompt_tokens[1]: expected an integer in [1, 16777216], found 16777217"},
       {"demo_range_not_pair", kCacheHead + kGeometry + "demo:\n  decode_tokens: 5\n", 8, 18,
