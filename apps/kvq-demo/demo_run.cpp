@@ -404,11 +404,12 @@ class DemoRun {
   // The GPU attention's numbers; its device-side tables must all have been in range.
   void finish_gpu_attention() {
     const AttentionOutOfRange skipped = gpu_->take_out_of_range();
-    if (skipped.block_ids != 0 || skipped.seq_lens != 0) {
+    if (skipped.block_ids != 0 || skipped.seq_lens != 0 || skipped.scales != 0) {
       throw Error(ErrorCode::runtime,
-                  fmt::format("GPU attention skipped {} block ids outside the cache and {} "
-                              "seq_lens past the block table: the demo's tables are wrong",
-                              skipped.block_ids, skipped.seq_lens));
+                  fmt::format("GPU attention skipped {} block ids outside the cache, {} "
+                              "seq_lens past the block table and {} unusable scales: the "
+                              "demo's inputs are wrong",
+                              skipped.block_ids, skipped.seq_lens, skipped.scales));
     }
     GpuAttentionResult& g = result_.gpu_attention;
     g.us_per_step_median = median(gpu_step_seconds_) * 1e6;

@@ -173,20 +173,6 @@ double GpuAttention::attend(const uint16_t* query, const StepTables& t) {
       }
       q = scratch_query_.data();
     }
-    // The workspace this shape needs: a split plan can ask more of fewer sequences than of the
-    // most (a full batch fills the device unsplit; one sequence alone is split to fill it), so
-    // the one allocated for the largest shape grows when a step needs more. Nothing is in flight
-    // here: the last step was synchronized.
-    uint64_t needed = 0;
-    check_attend(
-        s.attention->workspace_bytes(S, q_heads, t.max_blocks, &needed),
-        fmt::format("{}: workspace for {} sequences x {} query heads x {} blocks",
-                    shard_name(static_cast<int64_t>(i), shards), S, q_heads, t.max_blocks));
-    if (needed > s.workspace_bytes) {
-      s.workspace = DeviceBuffer();
-      s.workspace = DeviceBuffer(s.runtime, needed, "the attention workspace");
-      s.workspace_bytes = needed;
-    }
     s.query.upload(q, n * row * 2);
     s.block_tables.upload(t.block_tables.data(), t.block_tables.size() * 4);
     s.seq_lens.upload(t.seq_lens.data(), n * 4);
@@ -258,10 +244,11 @@ AttentionOutOfRange GpuAttention::take_out_of_range() {
   for (std::size_t i = 0; i < shards_.size(); ++i) {
     AttentionOutOfRange c;
     check(shards_[i].attention->take_out_of_range(&c),
-          fmt::format("{}: counting skipped block ids and seq_lens",
+          fmt::format("{}: counting skipped block ids, seq_lens and scales",
                       shard_name(static_cast<int64_t>(i), shards)));
     total.block_ids += c.block_ids;
     total.seq_lens += c.seq_lens;
+    total.scales += c.scales;
   }
   return total;
 }

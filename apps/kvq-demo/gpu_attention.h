@@ -52,7 +52,7 @@ class GpuAttention {
   // the shard's heads on the shard's device, and buffers on that device, allocated once for up to
   // `max_seqs` sequences of up to `max_blocks` pages with `group` query heads per KV head: query
   // (bf16), output (f32), block tables, seq_lens and the workspace the largest call asks for
-  // (grown by attend() when a smaller call asks for more: a split plan may).
+  // (which serves every smaller call, docs/attention.md).
   // Throws kvq::Error: the backend's refusal of the cache or shape (invalid_argument, e.g. cuda
   // for a head_size its kernels are not built for, or more than 65535 sequences), a failed
   // allocation, or internal when an attention is not on its shard's device.
@@ -61,7 +61,7 @@ class GpuAttention {
 
   // One step over tables.num_seqs sequences: query [S, H * group, D] bf16 bits on the host. Stages
   // each shard's slice of the query (its heads' query heads), the tables and seq_lens on the
-  // shard's device (growing the workspace if this shape needs more) and synchronizes, then issues
+  // shard's device and synchronizes, then issues
   // every shard's attend before synchronizing any (shards on different devices run at once) and
   // synchronizes them in order. Returns the seconds from the first issue to the last synchronize.
   // Throws kvq::Error: runtime for a failure of the device (a CUDA error), internal for a call the
@@ -88,7 +88,7 @@ class GpuAttention {
     std::shared_ptr<DeviceRuntime> runtime;
     std::shared_ptr<KVCacheAttention> attention;
     void* cache = nullptr;         // the shard's cache, owned by the ShardedCache
-    uint64_t workspace_bytes = 0;  // of `workspace`: the most any call so far asked for
+    uint64_t workspace_bytes = 0;  // of `workspace`: what the largest call asks for
     DeviceBuffer query;            // [max_seqs, num_heads * group, D] bf16
     DeviceBuffer output;           // [max_seqs, num_heads * group, D] f32
     DeviceBuffer block_tables;     // [max_seqs * max_blocks] i32

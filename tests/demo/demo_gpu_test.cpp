@@ -224,8 +224,8 @@ TEST_F(DemoGpuTest, AttentionInShardsCheckedOnEveryStep) {
 }
 
 // Long sequences (32 KV heads, prompts of 4096..8192 tokens, 8 at once): a full batch may fill
-// the GPU without splitting while the last sequences, decoding alone, are split (and need a
-// workspace the full batch did not), so the attention's workspace grows during the run.
+// the GPU without splitting while the last sequences, decoding alone, are split, in the one
+// workspace allocated for the full batch.
 TEST_F(DemoGpuTest, LongSequencesAttendOnTheGpu) {
   const Outcome r = run({"--config", data("demo_tp_large.yaml").string(), "--backend", "cuda",
                          "--json", (dir_ / "large.json").string()});
