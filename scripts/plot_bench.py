@@ -3,6 +3,9 @@
 bandwidth as the ceiling (a labelled line; the GB/s axis is logarithmic when every series sits
 under a fifth of it), for the writer and the reader, and their times (direct launches solid,
 CUDA-graph replays dashed, named in the legend only when measured). x ticks are the measured T.
+`kvq bench --attention --json` results (kind "attention") get one column per GQA group: percent
+of the same run's copy bandwidth and time per attend against the context, a color per cache
+format and a marker per num_seqs.
 
     plot_bench.py BENCH.json OUT.png     draw
     plot_bench.py --check                exit 0 when matplotlib can be imported (kvq bench --plot
@@ -139,6 +142,54 @@ def draw(doc, out):
     fig.savefig(out, dpi=110, format="png")  # the name as given, whatever its ending
 
 
+def draw_attention(doc, out):
+    plt = load_matplotlib()
+    from matplotlib.ticker import FuncFormatter
+    cases = [c for c in doc["cases"] if "gbps" in c]
+    groups = sorted({c["group"] for c in cases}) or [0]
+    formats = sorted({c["format"] for c in cases})
+    seqs = sorted({c["num_seqs"] for c in cases})
+    fig, axes = plt.subplots(2, len(groups), figsize=(7.5 * len(groups), 10), squeeze=False)
+    fig.suptitle(f"kvq bench --attention: {doc.get('backend', '?')} on {doc['device']}, "
+                 f"H={doc['num_kv_heads']} D={doc['head_size']} block {doc['block_size']}, "
+                 f"copy {doc['copy_gbps']:.0f} GB/s ({doc.get('date', '')})")
+    cmap = plt.get_cmap("tab10")
+    markers = "osD^vP*X"
+    plain = FuncFormatter(lambda x, _: f"{x:g}")
+    for col, group in enumerate(groups):
+        pct, tm = axes[0][col], axes[1][col]
+        for fi, fmt in enumerate(formats):
+            for si, n in enumerate(seqs):
+                pts = sorted((c["context"], c["percent_of_copy"], c.get("graph_us", c["direct_us"]))
+                             for c in cases
+                             if c["group"] == group and c["format"] == fmt and c["num_seqs"] == n)
+                if not pts:
+                    continue
+                style = dict(color=cmap(fi % 10), marker=markers[si % len(markers)], ms=4)
+                label = f"{fmt}, {n} seq" + ("s" if n > 1 else "")
+                pct.plot([p[0] for p in pts], [p[1] for p in pts], label=label, **style)
+                tm.plot([p[0] for p in pts], [p[2] for p in pts], label=label, **style)
+        pct.axhline(100, color="black", ls="--", lw=1.2, label="a same-size copy (100%)")
+        contexts = sorted({c["context"] for c in cases})
+        for ax in (pct, tm):
+            ax.set_xscale("log", base=2)
+            if contexts:
+                ax.set_xticks(contexts)
+                ax.set_xticks([], minor=True)
+                ax.xaxis.set_major_formatter(plain)
+            ax.set_xlabel("context (tokens a sequence)")
+            ax.grid(True, which="major", alpha=0.3)
+        pct.set_ylim(0, 110)
+        pct.set_ylabel("% of copy bandwidth (bytes it must read / time)")
+        pct.set_title(f"GQA {group}: bandwidth")
+        tm.set_yscale("log")
+        tm.set_ylabel("time per attend (us; graph replay where measured)")
+        tm.set_title(f"GQA {group}: time")
+        pct.legend(fontsize=7, ncol=2)
+    fig.tight_layout()
+    fig.savefig(out, dpi=110, format="png")
+
+
 def main(argv):
     if len(argv) == 2 and argv[1] == "--check":
         load_matplotlib(quiet=True)
@@ -148,7 +199,7 @@ def main(argv):
         return 2
     with open(argv[1]) as f:
         doc = json.load(f)
-    draw(doc, argv[2])
+    (draw_attention if doc.get("kind") == "attention" else draw)(doc, argv[2])
     return 0
 
 

@@ -2,6 +2,7 @@
 // batch sizes against the device's own copy bandwidth (issue 7). The layout (order, scale
 // arrangements) and scales come from the config; the geometry is the sweep's.
 #include <fmt/format.h>
+#include <fmt/ranges.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -19,6 +20,7 @@
 #include "bench_runner.h"
 #include "commands.h"
 #include "kvq/core/logging.h"
+#include "kvq/core/page_layout.h"
 #include "kvq/io/file_io.h"
 #include "kvq/io/open_backend.h"
 #include "kvq/layouts/layout_factory.h"
@@ -118,8 +120,11 @@ void check_plot_path(const BenchFlags& f) {
   check_distinct(f.plot, "--plot", f.json, "--json");
 }
 
-// kvq bench --attention: the decode-attention sweep (bench_attention.h), table and JSON.
-int run_attention_bench(const BenchFlags& f, const Config& cfg) {
+// kvq bench --attention: the decode-attention sweep (bench_attention.h), table, JSON and plot
+// (plot_python empty: none asked for).
+int run_attention_bench(const BenchFlags& f, const Config& cfg,
+                        const std::filesystem::path& plot_script,
+                        const std::filesystem::path& plot_python) {
   bench::AttentionSweep sweep;
   if (!f.seqs.empty()) sweep.num_seqs = bench::parse_positive_list(f.seqs, "--seqs", 65535);
   if (!f.contexts.empty()) {
@@ -133,6 +138,15 @@ int run_attention_bench(const BenchFlags& f, const Config& cfg) {
       const size_t comma = rest.find(',');
       sweep.formats.emplace_back(rest.substr(0, comma));
       rest = comma == std::string_view::npos ? std::string_view() : rest.substr(comma + 1);
+    }
+    // Refused before any timing, as every other flag is.
+    const std::vector<std::string> known = known_formats();
+    for (const std::string& format : sweep.formats) {
+      if (std::find(known.begin(), known.end(), format) == known.end()) {
+        throw Error(ErrorCode::invalid_argument,
+                    fmt::format("--formats: '{}' in '{}': expected a comma-separated list of {}",
+                                format, f.formats, fmt::join(known, ", ")));
+      }
     }
   }
   if (f.iterations > 0) sweep.iterations = f.iterations;
@@ -152,13 +166,18 @@ int run_attention_bench(const BenchFlags& f, const Config& cfg) {
                            runtime->device_name(), name, copy_bps / 1e9);
   const auto results = bench::run_attention_sweep(opened.backend, opened.options, sweep, std::cerr);
   bench::print_attention_table(std::cout, results, copy_bps);
-  if (!f.json.empty()) {
+  if (!f.json.empty() || !f.plot.empty()) {
     nlohmann::json doc = bench::attention_json(results, sweep, runtime->device_name(), copy_bps);
     doc["command"] = command_line(f);
     doc["backend"] = name;
     doc["date"] = bench::utc_now_iso8601();
-    write_json(f.json, doc);
-    std::cerr << "kvq bench: numbers written to " << f.json << "\n";
+    const std::filesystem::path json = plot_json(f);
+    write_json(json, doc);
+    std::cerr << "kvq bench: numbers written to " << json.string() << "\n";
+    if (!f.plot.empty()) {
+      bench::run_plot(plot_python, plot_script, json, f.plot);
+      std::cerr << "kvq bench: plot written to " << f.plot << "\n";
+    }
   }
   const bool failed =
       std::any_of(results.begin(), results.end(), [](const auto& r) { return !r.error.empty(); });
@@ -188,7 +207,7 @@ int run_bench(const BenchFlags& f) {
     check_writable(plot_json(f), "--plot's JSON");
   }
 
-  if (f.attention) return run_attention_bench(f, cfg);
+  if (f.attention) return run_attention_bench(f, cfg, plot_script, plot_python);
 
   bench::PlanRequest request;
   if (!f.shapes.empty()) request.shapes = bench::parse_shapes(f.shapes);

@@ -1,5 +1,6 @@
 // `kvq bench` end to end with the reference_cpu plugin: a tiny sweep whose JSON must hold every
-// key with positive numbers, its exit statuses, and --plot when matplotlib is there.
+// key with positive numbers, its exit statuses, and --plot when matplotlib is there; the same for
+// `kvq bench --attention`.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -280,27 +281,83 @@ TEST_F(BenchCli, AnInterruptedPlotRunKeepsItsFinishedCases) {
   EXPECT_FALSE(fs::exists(dir_ / "bench.json.tmp"));
 }
 
-TEST_F(BenchCli, PlotDrawsAPng) {
-  // The pythons kvq tries (python3 on PATH, then /usr/bin/python3), asked to import matplotlib
-  // as plot_bench.py does; not the script under test, whose breakage must fail here, not skip.
-  bool have_matplotlib = false;
+// Whether a python3 kvq tries (python3 on PATH, then /usr/bin/python3) imports matplotlib as
+// plot_bench.py does; not the script under test, whose breakage must fail a test, not skip it.
+bool have_matplotlib() {
   for (const char* python : {"python3", "/usr/bin/python3"}) {
     const std::string cmd = std::string(python) +
                             " -c 'import matplotlib; matplotlib.use(\"Agg\"); "
                             "import matplotlib.pyplot' >/dev/null 2>&1";
-    if (std::system(cmd.c_str()) == 0) have_matplotlib = true;
+    if (std::system(cmd.c_str()) == 0) return true;
   }
-  if (!have_matplotlib) GTEST_SKIP() << "no python3 with matplotlib (scripts/install-deps.sh)";
+  return false;
+}
+
+bool is_png(const std::string& bytes) {
+  return bytes.size() > 1000 && bytes.substr(0, 8) == std::string("\x89PNG\r\n\x1a\n", 8);
+}
+
+TEST_F(BenchCli, PlotDrawsAPng) {
+  if (!have_matplotlib()) GTEST_SKIP() << "no python3 with matplotlib (scripts/install-deps.sh)";
   const fs::path png = dir_ / "bench.png";
   const kvq::test::CliResult r = bench(config_.string() +
                                        " --shapes 1x64x16 --tokens 1,16 --threads 1 "
                                        "--iterations 3 --plot " +
                                        png.string());
   ASSERT_EQ(r.status, 0) << r.err;
-  const std::string bytes = slurp(png);
-  ASSERT_GT(bytes.size(), 1000u);
-  EXPECT_EQ(bytes.substr(0, 8), std::string("\x89PNG\r\n\x1a\n", 8));
+  EXPECT_TRUE(is_png(slurp(png)));
   EXPECT_TRUE(fs::exists(dir_ / "bench.json")) << "--plot without --json keeps its JSON beside";
+}
+
+// The attention sweep on the host's reference attention: every case of the grid in the table and
+// the JSON, with positive numbers.
+TEST_F(BenchCli, AttentionSweepKeepsEveryCase) {
+  const fs::path json = dir_ / "attention.json";
+  const kvq::test::CliResult r =
+      bench(config_.string() +
+            " --attention --seqs 1,2 --contexts 16,40 --gqa 1,4 --formats bf16,nvfp4 "
+            "--iterations 1 --json " +
+            json.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("decode attention, copy bandwidth"), std::string::npos) << r.out;
+  const auto doc = nlohmann::json::parse(slurp(json));
+  EXPECT_EQ(doc["kind"], "attention");
+  EXPECT_EQ(doc["backend"], "reference_cpu");
+  EXPECT_GT(doc["copy_gbps"].get<double>(), 0);
+  ASSERT_EQ(doc["cases"].size(), 16u);
+  for (const auto& c : doc["cases"]) {
+    SCOPED_TRACE(c.dump());
+    EXPECT_FALSE(c.contains("error"));
+    EXPECT_GT(c["bytes"].get<uint64_t>(), c["cache_bytes"].get<uint64_t>() / 1024);
+    EXPECT_GT(c["direct_us"].get<double>(), 0);
+    EXPECT_GT(c["gbps"].get<double>(), 0);
+    EXPECT_GT(c["percent_of_copy"].get<double>(), 0);
+  }
+}
+
+TEST_F(BenchCli, AttentionRefusesAnUnknownFormatBeforeTiming) {
+  const kvq::test::CliResult r = bench(config_.string() +
+                                       " --attention --seqs 1 --contexts 16 --formats bf16,nope "
+                                       "--json " +
+                                       (dir_ / "a.json").string());
+  EXPECT_EQ(r.status, 2);
+  EXPECT_EQ(r.err,
+            "kvq: --formats: 'nope' in 'bf16,nope': expected a comma-separated list of nvfp4, "
+            "fp8_e4m3, fp8_e5m2, bf16\n");
+  EXPECT_FALSE(fs::exists(dir_ / "a.json"));
+}
+
+TEST_F(BenchCli, AttentionPlotDrawsAPng) {
+  if (!have_matplotlib()) GTEST_SKIP() << "no python3 with matplotlib (scripts/install-deps.sh)";
+  const fs::path png = dir_ / "attention.png";
+  const kvq::test::CliResult r = bench(config_.string() +
+                                       " --attention --seqs 1 --contexts 16,40 --gqa 4 "
+                                       "--formats bf16 --iterations 1 --plot " +
+                                       png.string());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_TRUE(is_png(slurp(png)));
+  EXPECT_EQ(nlohmann::json::parse(slurp(dir_ / "attention.json"))["kind"], "attention")
+      << "--plot without --json keeps its JSON beside";
 }
 
 }  // namespace
