@@ -10,7 +10,8 @@
 #                       misaligned-cache and long-sequence tests and on a quick sweep of every format           -> memcheck.log
 #   4. cli              kvq attend with the cuda backend on make_kv.py / make_query.py files,
 #                       against reference_cpu's output                        -> cli.log
-#   5. bench            kvq bench --attention (the full sweep)   -> bench.json, bench.txt
+#   5. bench            kvq bench --attention (the full sweep)   -> bench.json, bench.txt, and
+#                       bench.png where a python3 has matplotlib
 # Exit status: 0 when every step passed.
 set -uo pipefail
 
@@ -124,5 +125,13 @@ sed 's/^backend:.*/backend: cuda/' configs/nvfp4_sm100.yaml > "$cfg"
 rc=$?
 step "bench" $rc "$out/bench.txt" "$(grep -c ' us ' "$out/bench.txt") rows"
 rm -f "$cfg"
+# The plot for docs/benchmarks.md, where a python3 has matplotlib (not a step: the numbers stand
+# without it).
+for python in python3 /usr/bin/python3; do
+  if "$python" scripts/plot_bench.py --check 2>/dev/null; then
+    "$python" scripts/plot_bench.py "$out/bench.json" "$out/bench.png" && echo "plot: $out/bench.png"
+    break
+  fi
+done
 
 exit $failed
