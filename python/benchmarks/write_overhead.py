@@ -101,6 +101,9 @@ def main() -> int:
         "describe_four_tensors_us": lambda: describe(
             (key, value, cache, slots), ("key", "value", "cache", "slots"),
             (False, False, True, False), None),
+        "describe_any_four_tensors_us": lambda: _tensors.describe_any(
+            (key, value, cache, slots), ("key", "value", "cache", "slots"),
+            (False, False, True, False), None),
     }
     breakdown = {name: per_call_us(fn, a.iters, nothing) for name, fn in steps.items()}
     result = {

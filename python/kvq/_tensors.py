@@ -206,11 +206,48 @@ def pack(words: list[int]) -> bytes:
 
 def describe(
     tensors: tuple[Any, ...], names: tuple[str, ...], writable: tuple[bool, ...], stream: Any
-) -> tuple[bytes, int, list]:
+) -> tuple[bytes, Any, Any]:
     """Packs the tensors of one call. Returns (words, stream handle, objects to keep alive).
 
     The stream: the caller's, else torch's current stream on the CUDA device of the first torch
     tensor there, else 0 (CUDA's legacy default stream; unused on the host)."""
+    torch_type = torch_tensor_type()
+    if torch_type is not None and stream is None:
+        for t in tensors:
+            if type(t) is not torch_type:
+                break
+        else:
+            return describe_torch(tensors)
+    return describe_any(tensors, names, writable, stream)
+
+
+def describe_torch(tensors: tuple[Any, ...]) -> tuple[bytes, int, tuple]:
+    """describe() of plain torch.Tensors on torch's current stream: the decode path, one loop
+    with each tensor's attributes read once (get_device() is -1 on the host)."""
+    words: list[int] = []
+    index = -1
+    dtypes = _torch_dtypes
+    for t in tensors:
+        shape = t.shape
+        code = dtypes.get(t.dtype)
+        if code is None:
+            code = (255, t.element_size() * 8)  # refused by the contract, naming code and bits
+        device = t.get_device()
+        if device >= 0:
+            if index < 0:
+                index = device
+            words += (t.data_ptr(), KDL_CUDA, device, code[0], code[1], len(shape), *shape,
+                      *t.stride())
+        else:
+            words += (t.data_ptr(), KDL_CPU, 0, code[0], code[1], len(shape), *shape,
+                      *t.stride())
+    return pack(words), (torch_current_stream(index) if index >= 0 else 0), ()
+
+
+def describe_any(
+    tensors: tuple[Any, ...], names: tuple[str, ...], writable: tuple[bool, ...], stream: Any
+) -> tuple[bytes, int, list]:
+    """describe() of any mix of torch, NumPy and __dlpack__ objects, and a caller's stream."""
     words: list[int] = []
     keep: list = []
     handle = None if stream is None else stream_handle(stream)
