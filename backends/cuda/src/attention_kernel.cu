@@ -43,8 +43,8 @@
 
 #include "attention_kernel.h"
 #include "attention_query_scale.h"
-#include "e2m1_to_e4m3.h"
 #include "cuda_util.h"
+#include "e2m1_to_e4m3.h"
 #include "kvq/core/scale_rule.h"
 
 namespace kvq::cuda {
@@ -113,7 +113,9 @@ __device__ __forceinline__ void copy_or_zero(void* dst, const uint8_t* src, uint
   }
 }
 
-constexpr int log2_of(int v) { return v <= 1 ? 0 : 1 + log2_of(v / 2); }
+constexpr int log2_of(int v) {
+  return v <= 1 ? 0 : 1 + log2_of(v / 2);
+}
 
 __device__ __forceinline__ void commit_group() {
   asm volatile("cp.async.commit_group;" ::: "memory");
@@ -359,8 +361,7 @@ struct Attend {
 
   // 8 consecutive V elements of one token (from `src`) as 4 pairs of the PV type, pair e / 2
   // holding element v_elem(e) in its half e % 2.
-  __device__ __forceinline__ void v_pairs(const uint8_t* src, uint32_t sc,
-                                          uint32_t (&p)[4]) const {
+  __device__ __forceinline__ void v_pairs(const uint8_t* src, uint32_t sc, uint32_t (&p)[4]) const {
     if constexpr (Format == KVQ_FORMAT_NVFP4) {
       const uint32_t codes = *reinterpret_cast<const uint32_t*>(src);
       e4m3x4_scaled(e2m1x4_to_e4m3x4(codes, false), sc, p[0], p[1]);
@@ -710,8 +711,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         acc += merged[(w * 16 + h) * D + e] * f;
       }
     }
-    const float value =
-        sum > 0.0f ? acc / sum * (v_scale * Attend<Format, D, QBf16>::kUnit) : 0.0f;
+    const float value = sum > 0.0f ? acc / sum * (v_scale * Attend<Format, D, QBf16>::kUnit) : 0.0f;
     const int64_t qh = qh0 + h;
     if (d.num_splits == 1) {
       store_output(d, seq * d.output_stride[0] + qh * d.output_stride[1] + e * d.output_stride[2],
