@@ -544,7 +544,7 @@ __device__ void write_empty(const AttentionKernelDesc& d, int D, int seq, int qh
 }
 
 template <int Format, int D, bool QBf16>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
+__global__ void __launch_bounds__(kThreads, D > 128 ? 1 : Format == KVQ_FORMAT_BF16 ? 3 : 4)
     attention_kernel(const __grid_constant__ AttentionKernelDesc d) {
   using G = Geometry<Format, D>;
   extern __shared__ __align__(16) uint8_t smem[];
