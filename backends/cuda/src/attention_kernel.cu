@@ -544,7 +544,9 @@ __device__ void write_empty(const AttentionKernelDesc& d, int D, int seq, int qh
 }
 
 template <int Format, int D, bool QBf16>
-__global__ void __launch_bounds__(kThreads, D > 128 ? 1 : Format == KVQ_FORMAT_BF16 ? 3 : 4)
+__global__ void __launch_bounds__(kThreads, D > 128                     ? 1
+                                            : Format == KVQ_FORMAT_BF16 ? 3
+                                                                        : 4)
     attention_kernel(const __grid_constant__ AttentionKernelDesc d) {
   using G = Geometry<Format, D>;
   extern __shared__ __align__(16) uint8_t smem[];
@@ -573,6 +575,34 @@ __global__ void __launch_bounds__(kThreads, D > 128 ? 1 : Format == KVQ_FORMAT_B
   if (begin >= end || !usable) {
     write_empty(d, D, seq, qh0, heads, split);
     return;
+  }
+
+  // The first tiles' copies go out before the query is read: on a short split the page
+  // loads' latency then overlaps the query's.
+  uint8_t* region = smem + G::kQBytes;
+  Attend<Format, D, QBf16> a{d,
+                             region + warp * G::kStages * G::kStageBytes,
+                             reinterpret_cast<int*>(region + G::kRingBytes) + warp * G::kStages,
+                             lane,
+                             seq,
+                             kvh,
+                             tile,
+                             begin,
+                             end};
+  const int tiles = (end - begin + 15) / 16;
+  const int mine = tiles > warp ? (tiles - warp + kAttentionWarps - 1) / kAttentionWarps : 0;
+
+  // Tile k of this warp is the CTA's tile warp + 4 k; `next` holds the table entry of the next
+  // one to issue.
+  int next = mine > 0 ? a.table_entry(warp) : 0;
+#pragma unroll
+  for (int k = 0; k < G::kStages - 1; ++k) {
+    if (k < mine) {
+      const int id = next;
+      next = a.table_entry(warp + (k + 1) * kAttentionWarps);
+      a.issue(warp + k * kAttentionWarps, k, id);
+    }
+    commit_group();
   }
 
   auto query = [&](int h, int e) -> uint32_t {
@@ -619,39 +649,14 @@ __global__ void __launch_bounds__(kThreads, D > 128 ? 1 : Format == KVQ_FORMAT_B
   }
   __syncthreads();
 
-  uint8_t* region = smem + G::kQBytes;
-  Attend<Format, D, QBf16> a{d,
-                             region + warp * G::kStages * G::kStageBytes,
-                             reinterpret_cast<int*>(region + G::kRingBytes) + warp * G::kStages,
-                             lane,
-                             seq,
-                             kvh,
-                             tile,
-                             begin,
-                             end};
   const float qk_scale = k_scale * d.softmax_scale_log2 * Attend<Format, D, QBf16>::kUnit;
   const float qk[2] = {kToF16 ? qk_scale * q_unscale[lane >> 2] : qk_scale,
                        kToF16 ? qk_scale * q_unscale[(lane >> 2) + 8] : qk_scale};
-  const int tiles = (end - begin + 15) / 16;
-  const int mine = tiles > warp ? (tiles - warp + kAttentionWarps - 1) / kAttentionWarps : 0;
-
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
-  // Tile k of this warp is the CTA's tile warp + 4 k; `next` holds the table entry of the next
-  // one to issue.
-  int next = mine > 0 ? a.table_entry(warp) : 0;
-#pragma unroll
-  for (int k = 0; k < G::kStages - 1; ++k) {
-    if (k < mine) {
-      const int id = next;
-      next = a.table_entry(warp + (k + 1) * kAttentionWarps);
-      a.issue(warp + k * kAttentionWarps, k, id);
-    }
-    commit_group();
-  }
   for (int k = 0; k < mine; ++k) {
     const int ahead = k + G::kStages - 1;
     if (ahead < mine) {
