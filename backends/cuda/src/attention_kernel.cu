@@ -553,6 +553,10 @@ __global__ void __launch_bounds__(kThreads, D > 128                     ? 1
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int seq = blockIdx.z, split = blockIdx.x;
   const int kvh = blockIdx.y / d.head_tiles, tile = blockIdx.y % d.head_tiles;
+  // Programmatic dependent launch (launch_programmatic): this grid may start while the kernel
+  // before it on the stream (a cache write, say) is still running; nothing is read before the
+  // wait, which returns when that kernel has finished and its writes are visible.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   int len = d.seq_lens[seq * d.seq_len_stride];
   if (len < 0 || len > d.max_blocks * d.block_size) {
     if (split == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
@@ -671,6 +675,9 @@ __global__ void __launch_bounds__(kThreads, D > 128                     ? 1
     __syncwarp();
   }
   wait_group<0>();
+  // The reduce kernel (or whatever follows) may launch once every CTA is past its tiles; it
+  // waits for this grid to finish before reading.
+  asm volatile("griddepcontrol.launch_dependents;");
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xFFFFFFFFu, l[r], 1);
@@ -731,10 +738,12 @@ __global__ void __launch_bounds__(kThreads, D > 128                     ? 1
 
 // Merges the splits of one (query head, sequence): weights 2^(lse_i - max), skipping empty
 // splits (whose partial output was never written).
+template <int D>
 __global__ void __launch_bounds__(128)
-    attention_reduce_kernel(const __grid_constant__ AttentionKernelDesc d, int D) {
+    attention_reduce_kernel(const __grid_constant__ AttentionKernelDesc d) {
   __shared__ float weight[kAttentionMaxSplits];
   __shared__ float part[4];
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the partials are the main kernel's
   const int qh = blockIdx.x, seq = blockIdx.y, n = d.num_splits;
   const int64_t p0 = (static_cast<int64_t>(seq) * d.num_q_heads + qh) * n;
   float top = -INFINITY;
@@ -828,24 +837,23 @@ Status launch_attention(const AttentionKernelDesc& d, int32_t format, int32_t he
   const dim3 grid(static_cast<unsigned>(d.num_splits),
                   static_cast<unsigned>(d.num_kv_heads * d.head_tiles),
                   static_cast<unsigned>(num_seqs));
-  const PendingError pending = take_pending_error();
-  const cudaError_t launched =
-      dispatch(format, head_size, query_bf16, [&](const void* kernel, int bytes) {
-        void* args[] = {const_cast<AttentionKernelDesc*>(&d)};
-        return cudaLaunchKernel(kernel, grid, dim3(kThreads), args, static_cast<size_t>(bytes),
-                                stream);
-      });
-  if (Status s = launch_status("attention kernel", ordinal, pending, launched,
-                               grid.x * grid.y * grid.z, kThreads, sizeof(d));
+  if (Status s = dispatch(format, head_size, query_bf16,
+                          [&](const void* kernel, int bytes) {
+                            return launch_programmatic("attention kernel", kernel, &d, sizeof d,
+                                                       grid, kThreads, static_cast<size_t>(bytes),
+                                                       stream, ordinal);
+                          });
       !s) {
     return s;
   }
   if (d.num_splits == 1) return Status::ok();
   const dim3 reduce_grid(static_cast<unsigned>(d.num_q_heads), static_cast<unsigned>(num_seqs));
-  const PendingError before_reduce = take_pending_error();
-  attention_reduce_kernel<<<reduce_grid, 128, 0, stream>>>(d, head_size);
-  return launch_status("attention reduce kernel", ordinal, before_reduce, cudaGetLastError(),
-                       reduce_grid.x * reduce_grid.y, 128, sizeof(d));
+  const void* reduce = head_size == 64 ? reinterpret_cast<const void*>(&attention_reduce_kernel<64>)
+                       : head_size == 128
+                           ? reinterpret_cast<const void*>(&attention_reduce_kernel<128>)
+                           : reinterpret_cast<const void*>(&attention_reduce_kernel<256>);
+  return launch_programmatic("attention reduce kernel", reduce, &d, sizeof d, reduce_grid, 128, 0,
+                             stream, ordinal);
 }
 
 }  // namespace kvq::cuda
