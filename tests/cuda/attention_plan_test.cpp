@@ -11,6 +11,9 @@
 #include <utility>
 
 #include "attention_query_scale.h"
+#include "e2m1_to_e4m3.h"
+#include "kvq/layouts/fp8_codec.h"
+#include "kvq/layouts/nvfp4_codec.h"
 #include "kvq/core/page_layout.h"
 
 namespace kvq::cuda {
@@ -140,6 +143,41 @@ TEST(AttentionQueryScale, ThePowerOfTwoPutsTheLargestMagnitudeInF16sTopOctave) {
   EXPECT_EQ(query_shift(std::numeric_limits<float>::quiet_NaN()), 0);
   EXPECT_EQ(query_shift(1.0f), 14);
   EXPECT_EQ(query_shift(3.3895314e38f), -113);  // the largest bf16: 2^127 x (2 - 2^-7)
+}
+
+// The nvfp4 decode's first step: every code in every position becomes the E4M3 byte of its value
+// / 64, the sign of zero included, and nothing of the neighbouring codes leaks in.
+TEST(AttentionE2m1ToE4m3, EveryCodeInEveryPositionIsItsValueOver64) {
+  for (uint32_t low = 0; low < (1u << 16); ++low) {
+    const uint32_t word = low | ((low ^ 0xA5C3u) * 0x9E37u & 0xFFFFu) << 16;
+    for (const bool odd : {false, true}) {
+      const uint32_t bytes = e2m1x4_to_e4m3x4(word, odd);
+      for (int k = 0; k < 4; ++k) {
+        const auto code = static_cast<uint8_t>((word >> (4 * (2 * k + (odd ? 1 : 0)))) & 0xFu);
+        const auto e4m3 = static_cast<uint8_t>(bytes >> (8 * k));
+        const float want = e2m1_to_float(code) / 64.0f;
+        ASSERT_EQ(e4m3_to_float(e4m3), want) << "word " << word << " element " << 2 * k + odd;
+        ASSERT_EQ(std::signbit(e4m3_to_float(e4m3)), std::signbit(want)) << "word " << word;
+      }
+    }
+  }
+}
+
+// Its second step multiplies in f16: an E2M1 value / 64 times any finite E4M3 scale is an f16
+// value, so the product is exact.
+TEST(AttentionE2m1ToE4m3, ScaledValuesAreExactInF16) {
+  for (int code = 0; code < 16; ++code) {
+    for (int scale = 0; scale < 256; ++scale) {
+      const float s = e4m3_to_float(static_cast<uint8_t>(scale));
+      if (std::isnan(s)) continue;
+      const float v = e2m1_to_float(static_cast<uint8_t>(code)) / 64.0f * s;
+      ASSERT_LE(std::fabs(v), 65504.0f);
+      if (v == 0.0f) continue;
+      const int e = std::max(std::ilogb(v), -14);  // f16: 11 significant bits, down to 2^-24
+      const float steps = std::ldexp(v, 10 - e);
+      EXPECT_EQ(steps, std::round(steps)) << "code " << code << " scale byte " << scale;
+    }
+  }
 }
 
 TEST(AttentionPlan, GroupsPastSixteenHeadsTakeSeveralTiles) {

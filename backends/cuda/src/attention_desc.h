@@ -8,6 +8,7 @@
 // [split * split_tokens, min(seq_len, (split + 1) * split_tokens)) of one sequence.
 #include <cstdint>
 
+#include "fast_divmod.h"
 #include "kvq/abi/page.h"
 
 namespace kvq::cuda {
@@ -43,6 +44,7 @@ struct AttentionKernelDesc {
   uint64_t page_bytes;
   int32_t num_blocks;
   int32_t block_size;
+  FastDivmod block_div;   // block_size: every position < max_blocks * block_size < 2^31
   kvq_side_map side[2];   // 0 = K, 1 = V
   int32_t data_access;    // bytes of each data-row copy: 16, 8, 4 (async) or 2, 1 (loads)
   int32_t scale_copy[2];  // AttentionScaleCopy of K and V

@@ -7,9 +7,10 @@
 //      bytes are in flight without holding registers (the tile's block-table entry is read one
 //      tile earlier still);
 //   2. S = Q K^T with mma.m16n8k16 (M: the 16 query heads, N: 8 tokens, K: 16 of head_size), in
-//      f16 with K dequantized on the fly (nvfp4: E2M1 x E4M3 group scale; fp8: the hardware pair
-//      conversion; both exact) and bf16 queries scaled into f16 by a power of two per head; a
-//      bf16 cache with bf16 queries runs it in bf16;
+//      f16 with K dequantized on the fly (fp8: the hardware pair conversion; nvfp4: E2M1 moved
+//      into E4M3 bytes of value / 64, that conversion, times the group scale; both exact) and
+//      bf16 queries scaled into f16 by a power of two per head; a bf16 cache with bf16 queries
+//      runs it in bf16;
 //   3. the online softmax in f32 (exp2 domain; the per-tensor or per-head K scale, the head's
 //      power of two and softmax_scale folded into one multiply of S; O rescaled only when a
 //      row's maximum moved);
@@ -19,8 +20,12 @@
 // output positions follow the permutation), so each thread reads contiguous bytes of a row:
 //   QK: thread (g = lane / 4, t = lane % 4) holds K elements t * D/4 + 4s .. + 3 of token g at
 //       k-step s (virtual columns 2t, 2t+1, 2t+8, 2t+9), Q the same elements of heads g, g + 8;
+//       nvfp4 takes the 8 elements of k-steps 2u, 2u+1 even ones first (Attend::k_elem);
 //   PV: thread (g, t) holds V elements g * D/8 + j of tokens 2t, 2t+1, 2t+8, 2t+9 at n-tile j,
-//       and accumulates O elements 2t * D/8 + j, (2t + 1) * D/8 + j of heads g, g + 8.
+//       and accumulates O elements 2t * D/8 + j, (2t + 1) * D/8 + j of heads g, g + 8 (nvfp4:
+//       j's low 3 bits through Attend::v_elem).
+// A token left out (past the end, or on a page outside the cache) has its rows zero-filled in
+// shared memory and its score masked to -inf, so its P of 0 meets finite values.
 // The warps' (max, sum, O) merge in shared memory; with one split the CTA writes the output,
 // otherwise (normalized O, log2-sum-exp) per split into the workspace and the reduce kernel
 // merges them.
@@ -39,6 +44,7 @@
 #include "attention_kernel.h"
 #include "attention_query_scale.h"
 #include "cuda_util.h"
+#include "e2m1_to_e4m3.h"
 #include "kvq/core/scale_rule.h"
 
 namespace kvq::cuda {
@@ -89,6 +95,26 @@ __device__ __forceinline__ void copy_async(void* dst, const uint8_t* src, int by
     case 2: *static_cast<uint16_t*>(dst) = __ldg(reinterpret_cast<const uint16_t*>(src)); break;
     default: *static_cast<uint8_t*>(dst) = __ldg(src); break;
   }
+}
+
+// `bytes` from src + offset into dst, or zeros where src is null (a token left out).
+__device__ __forceinline__ void copy_or_zero(void* dst, const uint8_t* src, uint32_t offset,
+                                             int bytes) {
+  if (src != nullptr) {
+    copy_async(dst, src + offset, bytes);
+    return;
+  }
+  switch (bytes) {
+    case 16: *static_cast<uint4*>(dst) = make_uint4(0u, 0u, 0u, 0u); break;
+    case 8: *static_cast<uint2*>(dst) = make_uint2(0u, 0u); break;
+    case 4: *static_cast<uint32_t*>(dst) = 0u; break;
+    case 2: *static_cast<uint16_t*>(dst) = 0u; break;
+    default: *static_cast<uint8_t*>(dst) = 0u; break;
+  }
+}
+
+constexpr int log2_of(int v) {
+  return v <= 1 ? 0 : 1 + log2_of(v / 2);
 }
 
 __device__ __forceinline__ void commit_group() {
@@ -146,16 +172,14 @@ __device__ __forceinline__ uint32_t scale_pair(uint8_t e4m3) {
   return v | (v << 16);
 }
 
-// Four E2M1 codes (element j in bits [4j, 4j + 4)) as two f16 pairs (elements 0,1 and 2,3),
-// exactly: byte permutes look the magnitudes' f16 high bytes up (00 38 3C 3E 40 42 44 46 for
-// 0 0.5 1 1.5 2 3 4 6; the low bytes are 00), the signs are or-ed in.
-__device__ __forceinline__ void e2m1x4_to_pairs(uint32_t codes, uint32_t& p01, uint32_t& p23) {
-  const uint32_t m = codes & 0x7777u;
-  const uint32_t twice = __byte_perm(codes, 0u, 0x1100u);
-  const uint32_t signs = ((twice << 4) & 0x00800080u) | (twice & 0x80008000u);
-  const uint32_t top = __byte_perm(0x3E3C3800u, 0x46444240u, m) | signs;
-  p01 = __byte_perm(top, 0u, 0x1404u);
-  p23 = __byte_perm(top, 0u, 0x3424u);
+// Four E4M3 bytes (from e2m1x4_to_e4m3x4) as two f16 pairs times the group scale pair `sc`:
+// (byte 0, byte 1) and (byte 2, byte 3). Exact: an E2M1 value times a finite E4M3 scale, / 64,
+// is a multiple of 2^-16 below 42 with at most six significant bits. One conversion an element
+// pair where byte-permute lookups into f16 took five instructions.
+__device__ __forceinline__ void e4m3x4_scaled(uint32_t bytes, uint32_t sc, uint32_t& p01,
+                                              uint32_t& p23) {
+  p01 = hmul2(fp8x2_to_f16x2<KVQ_FORMAT_FP8_E4M3>(bytes), sc);
+  p23 = hmul2(fp8x2_to_f16x2<KVQ_FORMAT_FP8_E4M3>(bytes >> 16), sc);
 }
 
 template <int D, int Groups>
@@ -197,6 +221,21 @@ struct Attend {
   // bf16 queries become f16 once per CTA, each head scaled by a power of two (the kernel's
   // prologue).
   static constexpr bool kQkBf16 = Format == KVQ_FORMAT_BF16 && QBf16;
+  // nvfp4's K and V values come out of the decode as value / 64 (e2m1x4_to_e4m3x4): the scores'
+  // multiplier and the output's V scale take the 64 back.
+  static constexpr float kUnit = Format == KVQ_FORMAT_NVFP4 ? 64.0f : 1.0f;
+
+  // The head_size element that thread column t feeds the QK mma at k-step s, i = 2 r + h for B
+  // register r, half h (Q's A fragment takes the same elements). Four consecutive elements a
+  // k-step; nvfp4 takes each 32-bit word of 8 codes in two k-steps, even elements then odd ones.
+  __device__ static constexpr int k_elem(int t, int s, int i) {
+    return Format == KVQ_FORMAT_NVFP4 ? t * (D / 4) + 8 * (s >> 1) + (s & 1) + 2 * i
+                                      : t * (D / 4) + 4 * s + i;
+  }
+  // The element of a thread's 8-element V run in PV n-tile e (v_pairs' order).
+  __device__ static constexpr int v_elem(int e) {
+    return Format == KVQ_FORMAT_NVFP4 ? ((e & 3) << 1) | (e >> 2) : e;
+  }
 
   const AttentionKernelDesc& d;
   uint8_t* ring;  // this warp's stages
@@ -208,7 +247,7 @@ struct Attend {
   __device__ __forceinline__ int table_entry(int ti) const {
     const int pos = begin + ti * 16 + (lane & 15);
     if (pos >= end) return 0;
-    return d.block_tables[seq * d.table_stride[0] + (pos / d.block_size) * d.table_stride[1]];
+    return d.block_tables[seq * d.table_stride[0] + d.block_div.div(pos) * d.table_stride[1]];
   }
 
   // Copies tile `ti` (16 tokens from begin + 16 ti; `id` = table_entry(ti)) into stage `slot`;
@@ -220,8 +259,8 @@ struct Attend {
     bool ok = false;
     uint64_t row = 0, scales = 0;
     if (pos < end) {
-      const int b = pos / d.block_size;
-      const int tin = pos - b * d.block_size;
+      uint32_t b, tin;
+      d.block_div.divmod(static_cast<uint32_t>(pos), b, tin);
       ok = id >= 0 && id < d.num_blocks;
       if (!ok && side == 0 && tin == 0 && kvh == 0 && tile == 0) {
         atomicAdd(&d.counters->block_ids, 1ull);  // once per table entry (its first token)
@@ -240,21 +279,10 @@ struct Attend {
     if (lane == 0) masks[slot] = static_cast<int>(mask);
 
     // Data rows: 16 tokens x kRowBytes a side, in pieces of data_access bytes.
-    const int w = d.data_access;
-    const int per_token = G::kRowBytes / w;
-    const int pieces = 16 * per_token;
-#pragma unroll
-    for (int s = 0; s < 2; ++s) {
-      uint8_t* dst = st + (s == 0 ? 0 : G::kKData);
-      const int stride = s == 0 ? G::kKStride : G::kVStride;
-      for (int c = lane; c < (pieces + 31) / 32 * 32; c += 32) {
-        const int tok = min(c / per_token, 15);
-        const auto src = reinterpret_cast<const uint8_t*>(shfl64(row, s * 16 + tok));
-        const int part = c - tok * per_token;
-        if (c < pieces && src != nullptr) {
-          copy_async(dst + tok * stride + part * w, src + part * w, w);
-        }
-      }
+    if (d.data_access == 16) {
+      copy_rows<16>(st, row);
+    } else {
+      copy_rows<0>(st, row);
     }
     if constexpr (Format == KVQ_FORMAT_NVFP4) {
       constexpr int S = G::kGroups;
@@ -267,23 +295,21 @@ struct Attend {
           for (int c = lane; c < (4 * S + 31) / 32 * 32; c += 32) {  // every lane shuffles
             const int tok = min(c / (S / 4), 15), word = c % (S / 4);
             const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + tok));
-            if (c < 4 * S && src != nullptr) {
-              copy_async(dst + tok * S + 4 * word, src + 4 * word, 4);
-            }
+            if (c < 4 * S) copy_or_zero(dst + tok * S + 4 * word, src, 4 * word, 4);
           }
         } else if (copy == kScalesQuadWords) {  // 4 quads x S words (4 tokens of one group)
           for (int c = lane; c < (4 * S + 31) / 32 * 32; c += 32) {
             const int quad = min(c / S, 3), g = c % S;
             const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + 4 * quad));
             const uint32_t term = kvq_scale_group_term_qr(&m, g / (S / 4), g % (S / 4));
-            if (c < 4 * S && src != nullptr) copy_async(dst + quad * S * 4 + g * 4, src + term, 4);
+            if (c < 4 * S) copy_or_zero(dst + quad * S * 4 + g * 4, src, term, 4);
           }
         } else {  // bytes, stored linear
           for (int c = lane; c < (16 * S + 31) / 32 * 32; c += 32) {
             const int tok = min(c / S, 15), g = c % S;
             const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + tok));
-            if (c < 16 * S && src != nullptr) {
-              dst[tok * S + g] = __ldg(src + kvq_scale_group_term(&m, g));
+            if (c < 16 * S) {
+              dst[tok * S + g] = src != nullptr ? __ldg(src + kvq_scale_group_term(&m, g)) : 0;
             }
           }
         }
@@ -291,14 +317,35 @@ struct Attend {
     }
   }
 
+  // Data rows of both sides from each token's row address (`row`: lane j holds K's of token j,
+  // lane 16 + j V's; 0 for a token left out, whose row is zero-filled so that its P of 0 meets
+  // finite V values). W: the copy width, or 0 for d.data_access (a cache not 16-byte aligned).
+  template <int W>
+  __device__ __forceinline__ void copy_rows(uint8_t* st, uint64_t row) const {
+    const int w = W != 0 ? W : d.data_access;
+    // kRowBytes and w are powers of two: the division by pieces a token is a shift.
+    const int shift = W != 0 ? log2_of(G::kRowBytes / W) : __ffs(G::kRowBytes / w) - 1;
+    const int per_token = 1 << shift;
+    const int chunks = 16 * per_token;
+#pragma unroll
+    for (int s = 0; s < 2; ++s) {
+      uint8_t* dst = st + (s == 0 ? 0 : G::kKData);
+      const int stride = s == 0 ? G::kKStride : G::kVStride;
+#pragma unroll(W != 0 ? 4 : 1)
+      for (int c = lane; c < (chunks + 31) / 32 * 32; c += 32) {  // every lane shuffles
+        const int tok = min(c >> shift, 15);
+        const auto src = reinterpret_cast<const uint8_t*>(shfl64(row, s * 16 + tok));
+        const int part = c - (tok << shift);
+        if (c < chunks) copy_or_zero(dst + tok * stride + part * w, src, part * w, w);
+      }
+    }
+  }
+
   // K decode of k-step `ks` of a piece (words w) for token `tok` into the two B registers.
   __device__ __forceinline__ void k_pair(const uint32_t* w, int ks, uint32_t sc, uint32_t& b0,
                                          uint32_t& b1) const {
-    if constexpr (Format == KVQ_FORMAT_NVFP4) {
-      const uint32_t codes = (w[ks >> 1] >> (16 * (ks & 1))) & 0xFFFFu;
-      e2m1x4_to_pairs(codes, b0, b1);
-      b0 = hmul2(b0, sc);
-      b1 = hmul2(b1, sc);
+    if constexpr (Format == KVQ_FORMAT_NVFP4) {  // a word holds two k-steps (k_elem)
+      e4m3x4_scaled(e2m1x4_to_e4m3x4(w[ks >> 1], (ks & 1) != 0), sc, b0, b1);
     } else if constexpr (Format == KVQ_FORMAT_BF16) {
       b0 = w[2 * ks];
       b1 = w[2 * ks + 1];
@@ -312,15 +359,13 @@ struct Attend {
     }
   }
 
-  // 8 consecutive V elements of one token (from `src`) as 4 pairs of the PV type.
-  __device__ __forceinline__ void v_pairs(const uint8_t* src, uint32_t sc, bool valid,
-                                          uint32_t (&p)[4]) const {
+  // 8 consecutive V elements of one token (from `src`) as 4 pairs of the PV type, pair e / 2
+  // holding element v_elem(e) in its half e % 2.
+  __device__ __forceinline__ void v_pairs(const uint8_t* src, uint32_t sc, uint32_t (&p)[4]) const {
     if constexpr (Format == KVQ_FORMAT_NVFP4) {
       const uint32_t codes = *reinterpret_cast<const uint32_t*>(src);
-      e2m1x4_to_pairs(codes & 0xFFFFu, p[0], p[1]);
-      e2m1x4_to_pairs(codes >> 16, p[2], p[3]);
-#pragma unroll
-      for (int i = 0; i < 4; ++i) p[i] = hmul2(p[i], sc);
+      e4m3x4_scaled(e2m1x4_to_e4m3x4(codes, false), sc, p[0], p[1]);
+      e4m3x4_scaled(e2m1x4_to_e4m3x4(codes, true), sc, p[2], p[3]);
     } else if constexpr (Format == KVQ_FORMAT_BF16) {
       const uint4 v = *reinterpret_cast<const uint4*>(src);
       p[0] = v.x;
@@ -334,8 +379,6 @@ struct Attend {
       p[2] = fp8x2_to_f16x2<Format>(v.y);
       p[3] = fp8x2_to_f16x2<Format>(v.y >> 16);
     }
-#pragma unroll
-    for (int i = 0; i < 4; ++i) p[i] = valid ? p[i] : 0u;
   }
 
   // qk[r]: the score multiplier of row r's head (g, g + 8).
@@ -376,7 +419,7 @@ struct Attend {
           const int s = pc * G::kStepsPerPiece + ks;
           if constexpr (Format == KVQ_FORMAT_NVFP4) {
             if (ks % 4 == 0) {  // a new 16-element group
-              const int group = (t * (D / 4) + 4 * s) >> 4;
+              const int group = k_elem(t, s, 0) >> 4;
               sc = scale_pair(scale_byte<D, G::kGroups>(ksc, d.scale_copy[0], tok, group));
             }
           }
@@ -470,8 +513,7 @@ struct Attend {
         if constexpr (Format == KVQ_FORMAT_NVFP4) {
           sc = scale_pair(scale_byte<D, G::kGroups>(vsc, d.scale_copy[1], tok, elem >> 4));
         }
-        v_pairs(st + G::kKData + tok * G::kVStride + elem * G::kBits / 8, sc,
-                ((mask >> tok) & 1u) != 0u, p[i]);
+        v_pairs(st + G::kKData + tok * G::kVStride + elem * G::kBits / 8, sc, p[i]);
       }
 #pragma unroll
       for (int e = 0; e < 8; ++e) {
@@ -502,13 +544,19 @@ __device__ void write_empty(const AttentionKernelDesc& d, int D, int seq, int qh
 }
 
 template <int Format, int D, bool QBf16>
-__global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
+__global__ void __launch_bounds__(kThreads, D > 128                     ? 1
+                                            : Format == KVQ_FORMAT_BF16 ? 3
+                                                                        : 4)
     attention_kernel(const __grid_constant__ AttentionKernelDesc d) {
   using G = Geometry<Format, D>;
   extern __shared__ __align__(16) uint8_t smem[];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int seq = blockIdx.z, split = blockIdx.x;
   const int kvh = blockIdx.y / d.head_tiles, tile = blockIdx.y % d.head_tiles;
+  // Programmatic dependent launch (launch_programmatic): this grid may start while the kernel
+  // before it on the stream (a cache write, say) is still running; nothing is read before the
+  // wait, which returns when that kernel has finished and its writes are visible.
+  asm volatile("griddepcontrol.wait;" ::: "memory");
   int len = d.seq_lens[seq * d.seq_len_stride];
   if (len < 0 || len > d.max_blocks * d.block_size) {
     if (split == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
@@ -531,6 +579,34 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   if (begin >= end || !usable) {
     write_empty(d, D, seq, qh0, heads, split);
     return;
+  }
+
+  // The first tiles' copies go out before the query is read: on a short split the page
+  // loads' latency then overlaps the query's.
+  uint8_t* region = smem + G::kQBytes;
+  Attend<Format, D, QBf16> a{d,
+                             region + warp * G::kStages * G::kStageBytes,
+                             reinterpret_cast<int*>(region + G::kRingBytes) + warp * G::kStages,
+                             lane,
+                             seq,
+                             kvh,
+                             tile,
+                             begin,
+                             end};
+  const int tiles = (end - begin + 15) / 16;
+  const int mine = tiles > warp ? (tiles - warp + kAttentionWarps - 1) / kAttentionWarps : 0;
+
+  // Tile k of this warp is the CTA's tile warp + 4 k; `next` holds the table entry of the next
+  // one to issue.
+  int next = mine > 0 ? a.table_entry(warp) : 0;
+#pragma unroll
+  for (int k = 0; k < G::kStages - 1; ++k) {
+    if (k < mine) {
+      const int id = next;
+      next = a.table_entry(warp + (k + 1) * kAttentionWarps);
+      a.issue(warp + k * kAttentionWarps, k, id);
+    }
+    commit_group();
   }
 
   auto query = [&](int h, int e) -> uint32_t {
@@ -561,8 +637,10 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
   // Q fragments in shared memory, in the order the mma's A operand takes them.
   auto* qfrag = reinterpret_cast<uint4*>(smem);
   for (int i = threadIdx.x; i < D / 16 * 32; i += kThreads) {
+    using A = Attend<Format, D, QBf16>;
     const int s = i >> 5, l = i & 31, g = l >> 2, t = l & 3;
-    const int base = t * (D / 4) + 4 * s;
+    const int e0 = A::k_elem(t, s, 0), e1 = A::k_elem(t, s, 1), e2 = A::k_elem(t, s, 2),
+              e3 = A::k_elem(t, s, 3);
     auto q = [&](int h, int e) -> uint32_t {
       const uint32_t bits = query(h, e);
       if constexpr (kToF16) {
@@ -570,45 +648,19 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
       }
       return bits;
     };
-    qfrag[i] = make_uint4(
-        q(g, base) | (q(g, base + 1) << 16), q(g + 8, base) | (q(g + 8, base + 1) << 16),
-        q(g, base + 2) | (q(g, base + 3) << 16), q(g + 8, base + 2) | (q(g + 8, base + 3) << 16));
+    qfrag[i] = make_uint4(q(g, e0) | (q(g, e1) << 16), q(g + 8, e0) | (q(g + 8, e1) << 16),
+                          q(g, e2) | (q(g, e3) << 16), q(g + 8, e2) | (q(g + 8, e3) << 16));
   }
   __syncthreads();
 
-  uint8_t* region = smem + G::kQBytes;
-  Attend<Format, D, QBf16> a{d,
-                             region + warp * G::kStages * G::kStageBytes,
-                             reinterpret_cast<int*>(region + G::kRingBytes) + warp * G::kStages,
-                             lane,
-                             seq,
-                             kvh,
-                             tile,
-                             begin,
-                             end};
-  const float qk_scale = k_scale * d.softmax_scale_log2;
+  const float qk_scale = k_scale * d.softmax_scale_log2 * Attend<Format, D, QBf16>::kUnit;
   const float qk[2] = {kToF16 ? qk_scale * q_unscale[lane >> 2] : qk_scale,
                        kToF16 ? qk_scale * q_unscale[(lane >> 2) + 8] : qk_scale};
-  const int tiles = (end - begin + 15) / 16;
-  const int mine = tiles > warp ? (tiles - warp + kAttentionWarps - 1) / kAttentionWarps : 0;
-
   float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.0f, 0.0f};
   float o[D / 8][4];
 #pragma unroll
   for (int j = 0; j < D / 8; ++j) o[j][0] = o[j][1] = o[j][2] = o[j][3] = 0.0f;
 
-  // Tile k of this warp is the CTA's tile warp + 4 k; `next` holds the table entry of the next
-  // one to issue.
-  int next = mine > 0 ? a.table_entry(warp) : 0;
-#pragma unroll
-  for (int k = 0; k < G::kStages - 1; ++k) {
-    if (k < mine) {
-      const int id = next;
-      next = a.table_entry(warp + (k + 1) * kAttentionWarps);
-      a.issue(warp + k * kAttentionWarps, k, id);
-    }
-    commit_group();
-  }
   for (int k = 0; k < mine; ++k) {
     const int ahead = k + G::kStages - 1;
     if (ahead < mine) {
@@ -623,6 +675,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     __syncwarp();
   }
   wait_group<0>();
+  // The reduce kernel (or whatever follows) may launch once every CTA is past its tiles; it
+  // waits for this grid to finish before reading.
+  asm volatile("griddepcontrol.launch_dependents;");
 #pragma unroll
   for (int r = 0; r < 2; ++r) {
     l[r] += __shfl_xor_sync(0xFFFFFFFFu, l[r], 1);
@@ -640,8 +695,9 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
     for (int j = 0; j < D / 8; ++j) {
 #pragma unroll
       for (int r = 0; r < 2; ++r) {
-        mine_o[(g + 8 * r) * D + (2 * t) * (D / 8) + j] = o[j][2 * r];
-        mine_o[(g + 8 * r) * D + (2 * t + 1) * (D / 8) + j] = o[j][2 * r + 1];
+        const int col = (j & ~7) | Attend<Format, D, QBf16>::v_elem(j & 7);
+        mine_o[(g + 8 * r) * D + (2 * t) * (D / 8) + col] = o[j][2 * r];
+        mine_o[(g + 8 * r) * D + (2 * t + 1) * (D / 8) + col] = o[j][2 * r + 1];
       }
     }
     if (t == 0) {
@@ -667,7 +723,7 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
         acc += merged[(w * 16 + h) * D + e] * f;
       }
     }
-    const float value = sum > 0.0f ? acc / sum * v_scale : 0.0f;
+    const float value = sum > 0.0f ? acc / sum * (v_scale * Attend<Format, D, QBf16>::kUnit) : 0.0f;
     const int64_t qh = qh0 + h;
     if (d.num_splits == 1) {
       store_output(d, seq * d.output_stride[0] + qh * d.output_stride[1] + e * d.output_stride[2],
@@ -682,10 +738,12 @@ __global__ void __launch_bounds__(kThreads, D <= 128 ? 3 : 1)
 
 // Merges the splits of one (query head, sequence): weights 2^(lse_i - max), skipping empty
 // splits (whose partial output was never written).
+template <int D>
 __global__ void __launch_bounds__(128)
-    attention_reduce_kernel(const __grid_constant__ AttentionKernelDesc d, int D) {
+    attention_reduce_kernel(const __grid_constant__ AttentionKernelDesc d) {
   __shared__ float weight[kAttentionMaxSplits];
   __shared__ float part[4];
+  asm volatile("griddepcontrol.wait;" ::: "memory");  // the partials are the main kernel's
   const int qh = blockIdx.x, seq = blockIdx.y, n = d.num_splits;
   const int64_t p0 = (static_cast<int64_t>(seq) * d.num_q_heads + qh) * n;
   float top = -INFINITY;
@@ -779,24 +837,23 @@ Status launch_attention(const AttentionKernelDesc& d, int32_t format, int32_t he
   const dim3 grid(static_cast<unsigned>(d.num_splits),
                   static_cast<unsigned>(d.num_kv_heads * d.head_tiles),
                   static_cast<unsigned>(num_seqs));
-  const PendingError pending = take_pending_error();
-  const cudaError_t launched =
-      dispatch(format, head_size, query_bf16, [&](const void* kernel, int bytes) {
-        void* args[] = {const_cast<AttentionKernelDesc*>(&d)};
-        return cudaLaunchKernel(kernel, grid, dim3(kThreads), args, static_cast<size_t>(bytes),
-                                stream);
-      });
-  if (Status s = launch_status("attention kernel", ordinal, pending, launched,
-                               grid.x * grid.y * grid.z, kThreads, sizeof(d));
+  if (Status s = dispatch(format, head_size, query_bf16,
+                          [&](const void* kernel, int bytes) {
+                            return launch_programmatic("attention kernel", kernel, &d, sizeof d,
+                                                       grid, kThreads, static_cast<size_t>(bytes),
+                                                       stream, ordinal);
+                          });
       !s) {
     return s;
   }
   if (d.num_splits == 1) return Status::ok();
   const dim3 reduce_grid(static_cast<unsigned>(d.num_q_heads), static_cast<unsigned>(num_seqs));
-  const PendingError before_reduce = take_pending_error();
-  attention_reduce_kernel<<<reduce_grid, 128, 0, stream>>>(d, head_size);
-  return launch_status("attention reduce kernel", ordinal, before_reduce, cudaGetLastError(),
-                       reduce_grid.x * reduce_grid.y, 128, sizeof(d));
+  const void* reduce = head_size == 64 ? reinterpret_cast<const void*>(&attention_reduce_kernel<64>)
+                       : head_size == 128
+                           ? reinterpret_cast<const void*>(&attention_reduce_kernel<128>)
+                           : reinterpret_cast<const void*>(&attention_reduce_kernel<256>);
+  return launch_programmatic("attention reduce kernel", reduce, &d, sizeof d, reduce_grid, 128, 0,
+                             stream, ordinal);
 }
 
 }  // namespace kvq::cuda

@@ -162,6 +162,7 @@ Status plan_attention(const AttentionArgs& a, const kvq_page_desc& d, const Spli
   k.page_bytes = d.page_bytes;
   k.num_blocks = static_cast<int32_t>(d.num_blocks);
   k.block_size = static_cast<int32_t>(d.block_size);
+  k.block_div = FastDivmod::make(static_cast<uint32_t>(d.block_size));
   k.side[0] = d.side[0];
   k.side[1] = d.side[1];
   k.data_access = data_access_bytes(d, cache);

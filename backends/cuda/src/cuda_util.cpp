@@ -92,14 +92,23 @@ Status launch_status(const char* what, int ordinal, const PendingError& pending,
 Status launch_programmatic(const char* what, const void* kernel, const void* desc,
                            size_t desc_bytes, unsigned blocks, unsigned threads,
                            cudaStream_t stream, int ordinal) noexcept {
+  return launch_programmatic(what, kernel, desc, desc_bytes, dim3(blocks), threads, 0, stream,
+                             ordinal);
+}
+
+Status launch_programmatic(const char* what, const void* kernel, const void* desc,
+                           size_t desc_bytes, dim3 grid, unsigned threads, size_t shared_bytes,
+                           cudaStream_t stream, int ordinal) noexcept {
+  const unsigned blocks = grid.x * grid.y * grid.z;
   if (blocks == 0) return Status::ok();
   const PendingError pending = take_pending_error();
   cudaError_t err = pending.error;
   if (!pending.sticky) {
     void* args[] = {const_cast<void*>(desc)};
     cudaLaunchConfig_t config{};
-    config.gridDim = dim3(blocks);
+    config.gridDim = grid;
     config.blockDim = dim3(threads);
+    config.dynamicSmemBytes = shared_bytes;
     config.stream = stream;
     cudaLaunchAttribute pdl{};
     pdl.id = cudaLaunchAttributeProgrammaticStreamSerialization;

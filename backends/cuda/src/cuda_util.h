@@ -112,4 +112,9 @@ Status launch_programmatic(const char* what, const void* kernel, const void* des
                            size_t desc_bytes, unsigned blocks, unsigned threads,
                            cudaStream_t stream, int ordinal) noexcept;
 
+// The same for a grid of any shape with `shared_bytes` of dynamic shared memory.
+Status launch_programmatic(const char* what, const void* kernel, const void* desc,
+                           size_t desc_bytes, dim3 grid, unsigned threads, size_t shared_bytes,
+                           cudaStream_t stream, int ordinal) noexcept;
+
 }  // namespace kvq::cuda
