@@ -12,9 +12,9 @@
 
 #include "attention_query_scale.h"
 #include "e2m1_to_e4m3.h"
+#include "kvq/core/page_layout.h"
 #include "kvq/layouts/fp8_codec.h"
 #include "kvq/layouts/nvfp4_codec.h"
-#include "kvq/core/page_layout.h"
 
 namespace kvq::cuda {
 namespace {
