@@ -302,7 +302,20 @@ struct Attend {
             const int quad = min(c / S, 3), g = c % S;
             const auto src = reinterpret_cast<const uint8_t*>(shfl64(scales, s * 16 + 4 * quad));
             const uint32_t term = kvq_scale_group_term_qr(&m, g / (S / 4), g % (S / 4));
-            if (c < 4 * S) copy_or_zero(dst + quad * S * 4 + g * 4, src, term, 4);
+            const unsigned in = (mask >> (4 * quad)) & 0xFu;  // the quad's tokens taken
+            if (c < 4 * S) {
+              if (in == 0xFu || src == nullptr) {
+                copy_or_zero(dst + quad * S * 4 + g * 4, src, term, 4);
+              } else {
+                // A quad cut by the end: the page's bytes for the tokens past it may be anything
+                // (NaN), and their zero V rows would turn NaN: read the word, keep the taken
+                // tokens' bytes (token 4 quad + i in byte i).
+                const uint32_t keep =
+                    ((in & 1u) | ((in & 2u) << 7) | ((in & 4u) << 14) | ((in & 8u) << 21)) * 0xFFu;
+                *reinterpret_cast<uint32_t*>(dst + quad * S * 4 + g * 4) =
+                    __ldg(reinterpret_cast<const uint32_t*>(src + term)) & keep;
+              }
+            }
           }
         } else {  // bytes, stored linear
           for (int c = lane; c < (16 * S + 31) / 32 * 32; c += 32) {
