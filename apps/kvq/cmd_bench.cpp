@@ -59,6 +59,16 @@ std::string command_line(const BenchFlags& f) {
   add("--threads", f.threads);
   if (f.iterations > 0) add("--iterations", std::to_string(f.iterations));
   if (f.fused_qkv) add("--fused-qkv", std::to_string(*f.fused_qkv));
+  if (f.attention) {  // the sweep the numbers are of, so the JSON alone can rerun it
+    s += " --attention";
+    add("--seqs", f.seqs);
+    add("--contexts", f.contexts);
+    add("--gqa", f.groups);
+    add("--formats", f.formats);
+    if (f.max_cache_gib != BenchFlags{}.max_cache_gib) {
+      add("--max-cache-gib", fmt::format("{}", f.max_cache_gib));
+    }
+  }
   add("--json", f.json);
   add("--plot", f.plot);
   return s;

@@ -323,6 +323,10 @@ TEST_F(BenchCli, AttentionSweepKeepsEveryCase) {
   const auto doc = nlohmann::json::parse(slurp(json));
   EXPECT_EQ(doc["kind"], "attention");
   EXPECT_EQ(doc["backend"], "reference_cpu");
+  EXPECT_NE(doc["command"].get<std::string>().find(
+                " --attention --seqs 1,2 --contexts 16,40 --gqa 1,4 --formats bf16,nvfp4"),
+            std::string::npos)
+      << doc["command"];
   EXPECT_GT(doc["copy_gbps"].get<double>(), 0);
   ASSERT_EQ(doc["cases"].size(), 16u);
   for (const auto& c : doc["cases"]) {
