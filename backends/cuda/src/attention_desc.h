@@ -43,8 +43,7 @@ struct AttentionKernelDesc {
   const uint8_t* cache;
   uint64_t page_bytes;
   int32_t num_blocks;
-  int32_t block_size;
-  FastDivmod block_div;   // block_size: every position < max_blocks * block_size < 2^31
+  FastDivmod block_div;   // block_size (its divisor): every position < max_blocks x it < 2^31
   kvq_side_map side[2];   // 0 = K, 1 = V
   int32_t data_access;    // bytes of each data-row copy: 16, 8, 4 (async) or 2, 1 (loads)
   int32_t scale_copy[2];  // AttentionScaleCopy of K and V

@@ -571,7 +571,7 @@ __global__ void __launch_bounds__(kThreads, D > 128                     ? 1
   // wait, which returns when that kernel has finished and its writes are visible.
   asm volatile("griddepcontrol.wait;" ::: "memory");
   int len = d.seq_lens[seq * d.seq_len_stride];
-  if (len < 0 || len > d.max_blocks * d.block_size) {
+  if (len < 0 || len > d.max_blocks * static_cast<int>(d.block_div.divisor)) {
     if (split == 0 && blockIdx.y == 0 && threadIdx.x == 0) {
       atomicAdd(&d.counters->seq_lens, 1ull);
     }

@@ -161,7 +161,6 @@ Status plan_attention(const AttentionArgs& a, const kvq_page_desc& d, const Spli
   k.cache = static_cast<const uint8_t*>(a.cache.data);
   k.page_bytes = d.page_bytes;
   k.num_blocks = static_cast<int32_t>(d.num_blocks);
-  k.block_size = static_cast<int32_t>(d.block_size);
   k.block_div = FastDivmod::make(static_cast<uint32_t>(d.block_size));
   k.side[0] = d.side[0];
   k.side[1] = d.side[1];
