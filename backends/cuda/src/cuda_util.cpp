@@ -60,7 +60,7 @@ PendingError take_pending_error() noexcept {
 }
 
 Status launch_status(const char* what, int ordinal, const PendingError& pending, cudaError_t launch,
-                     unsigned blocks, unsigned threads, size_t desc_bytes) {
+                     uint64_t blocks, unsigned threads, size_t desc_bytes) {
   if (pending.sticky) {
     return {ErrorCode::runtime,
             fmt::format("cuda {} not launched on cuda:{}: the CUDA context is unusable "
@@ -99,8 +99,7 @@ Status launch_programmatic(const char* what, const void* kernel, const void* des
 Status launch_programmatic(const char* what, const void* kernel, const void* desc,
                            size_t desc_bytes, dim3 grid, unsigned threads, size_t shared_bytes,
                            cudaStream_t stream, int ordinal) noexcept {
-  const unsigned blocks = grid.x * grid.y * grid.z;
-  if (blocks == 0) return Status::ok();
+  if (grid.x == 0 || grid.y == 0 || grid.z == 0) return Status::ok();
   const PendingError pending = take_pending_error();
   cudaError_t err = pending.error;
   if (!pending.sticky) {
@@ -122,7 +121,8 @@ Status launch_programmatic(const char* what, const void* kernel, const void* des
   }
   if (err == cudaSuccess && pending.error == cudaSuccess) return Status::ok();  // the usual case
   try {
-    return launch_status(what, ordinal, pending, err, blocks, threads, desc_bytes);
+    return launch_status(what, ordinal, pending, err, uint64_t{grid.x} * grid.y * grid.z, threads,
+                         desc_bytes);
   } catch (...) {  // formatting the message failed (out of memory)
     return {ErrorCode::runtime, "cuda kernel launch failed"};
   }

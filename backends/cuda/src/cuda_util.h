@@ -101,7 +101,7 @@ PendingError take_pending_error() noexcept;
 //    was encountered (cudaErrorIllegalAddress)"
 // desc_bytes 0: a kernel launched without a descriptor (not named in the message).
 Status launch_status(const char* what, int ordinal, const PendingError& pending, cudaError_t launch,
-                     unsigned blocks, unsigned threads, size_t desc_bytes);
+                     uint64_t blocks, unsigned threads, size_t desc_bytes);
 
 // Launches `kernel`, whose one parameter is the descriptor at `desc` (passed by value,
 // __grid_constant__), with programmatic dependent launch: it may start while the previous kernel

@@ -1,8 +1,9 @@
 #pragma once
 // E2M1 codes as E4M3 bytes, for attention_kernel.cu's nvfp4 decode: sm_90 converts E4M3 pairs to
 // f16 in hardware but has no E2M1 conversion, so each code is moved into an E4M3 byte of the same
-// value / 64 (two instructions for four codes) and converted as fp8. Host + device: the host
-// unit-tests what the kernel runs (tests/cuda/attention_plan_test.cpp).
+// value / 64 (a shift, two masks and a multiply-add for four codes in the SASS) and converted as
+// fp8. Host + device: the host unit-tests what the kernel runs
+// (tests/cuda/attention_plan_test.cpp).
 #include <cstdint>
 
 #include "kvq/layouts/hd.h"
